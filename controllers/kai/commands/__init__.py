@@ -1,0 +1,1 @@
+"""Subcommands of the `kai` CLI, one module each (see kai.cli)."""

@@ -1,0 +1,289 @@
+"""The scheduler core's input: a cluster snapshot as plain data.
+
+Everything the core needs to decide is in a :class:`Snapshot`; the core never reads the clock, the
+network or Kubernetes objects. Three producers build snapshots: the scenario loader (``kai
+simulate``), the live scheduler (from informer caches) and benchmark generators. Keeping this
+surface small and explicit is what lets the same core serve all three.
+
+Units are KAI's internal ones: cpu in millicores, memory in bytes, GPUs in devices (fractions
+allowed in sums), GPU memory in MiB, times in seconds (floats) on one clock given by
+``Snapshot.now``.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+
+
+class TaskStatus(enum.Enum):
+    """Pod status as the scheduler sees it (KAI-FACTS §3.2)."""
+
+    PENDING = "Pending"
+    GATED = "Gated"
+    ALLOCATED = "Allocated"
+    PIPELINED = "Pipelined"
+    BINDING = "Binding"
+    BOUND = "Bound"
+    RUNNING = "Running"
+    RELEASING = "Releasing"
+    SUCCEEDED = "Succeeded"
+    FAILED = "Failed"
+    UNKNOWN = "Unknown"
+    DELETED = "Deleted"
+
+
+#: statuses whose task occupies its node's resources
+PLACED_STATUSES = frozenset(
+    {
+        TaskStatus.ALLOCATED,
+        TaskStatus.PIPELINED,
+        TaskStatus.BINDING,
+        TaskStatus.BOUND,
+        TaskStatus.RUNNING,
+        TaskStatus.RELEASING,
+    }
+)
+#: placed and not leaving: counts toward a job's gang (KAI "active-allocated")
+ACTIVE_ALLOCATED_STATUSES = PLACED_STATUSES - {TaskStatus.RELEASING}
+#: counts toward queue/job allocation (KAI "allocated")
+ALLOCATED_STATUSES = frozenset(
+    {TaskStatus.ALLOCATED, TaskStatus.BOUND, TaskStatus.BINDING, TaskStatus.RUNNING}
+)
+
+
+class ResourceName:
+    """Resource keys used in queue quotas and shares."""
+
+    GPU = "gpu"
+    CPU = "cpu"  # millicores
+    MEMORY = "memory"  # bytes
+
+
+MANAGED_RESOURCES = (ResourceName.GPU, ResourceName.CPU, ResourceName.MEMORY)
+
+UNLIMITED = -1.0
+
+
+@dataclass(frozen=True)
+class GpuRequest:
+    """What one task asks of GPUs. At most one of the forms is non-zero.
+
+    - ``whole``: N exclusive devices.
+    - ``fraction``: a portion (0 < f <= 1) of each of ``num_devices`` shared devices.
+    - ``memory_mib``: MiB on each of ``num_devices`` shared devices.
+    - ``mig``: MIG profile resource name (``nvidia.com/mig-1g.10gb``) -> instance count.
+    """
+
+    whole: int = 0
+    fraction: float | None = None
+    memory_mib: float | None = None
+    num_devices: int = 1
+    mig: tuple[tuple[str, int], ...] = ()
+
+    @property
+    def is_shared(self) -> bool:
+        return self.fraction is not None or self.memory_mib is not None
+
+    @property
+    def is_mig(self) -> bool:
+        return bool(self.mig)
+
+
+@dataclass(frozen=True)
+class Requirement:
+    """One node-selector requirement (``key op values``); ops: In, NotIn, Exists, DoesNotExist, Gt, Lt."""
+
+    key: str
+    operator: str
+    values: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class NodeSelectorTerm:
+    """Requirements ANDed together; a task's terms are ORed (Kubernetes semantics)."""
+
+    requirements: tuple[Requirement, ...]
+
+
+@dataclass(frozen=True)
+class Toleration:
+    key: str | None = None
+    operator: str = "Equal"  # Equal | Exists
+    value: str | None = None
+    effect: str | None = None  # None = every effect
+
+
+@dataclass(frozen=True)
+class Taint:
+    key: str
+    value: str | None = None
+    effect: str = "NoSchedule"  # NoSchedule | PreferNoSchedule | NoExecute
+
+
+@dataclass(frozen=True)
+class PodAffinityTerm:
+    """A required (anti-)affinity term: share (or not) the ``topology_key`` domain with matching pods."""
+
+    topology_key: str
+    match_labels: tuple[tuple[str, str], ...]
+
+
+@dataclass(frozen=True)
+class TopologyConstraint:
+    """Placement constraint of a job or subgroup; levels are node label keys or level aliases."""
+
+    topology: str
+    required_level: str | None = None
+    preferred_level: str | None = None
+
+
+@dataclass
+class TaskSpec:
+    """A pod. ``uid`` is the task's unique key in the snapshot (the scenario task name, or the pod UID)."""
+
+    uid: str
+    name: str
+    job: str  # JobSpec.uid
+    status: TaskStatus
+    cpu_millis: float
+    memory_bytes: float
+    gpu: GpuRequest = field(default_factory=GpuRequest)
+    node: str | None = None
+    gpu_groups: tuple[str, ...] = ()  # shared-GPU devices the placed task sits on
+    extended: dict[str, float] = field(default_factory=dict)  # other resources (e.g. hugepages)
+    subgroup: str | None = None  # leaf subgroup name; None = the implicit "default" leaf
+    priority: int | None = None  # task order inside the job (kai.scheduler/task-priority)
+    labels: dict[str, str] = field(default_factory=dict)
+    node_selector: dict[str, str] = field(default_factory=dict)
+    node_affinity: tuple[NodeSelectorTerm, ...] = ()  # required; empty = no constraint
+    tolerations: tuple[Toleration, ...] = ()
+    pod_affinity: tuple[PodAffinityTerm, ...] = ()
+    pod_anti_affinity: tuple[PodAffinityTerm, ...] = ()
+    created_at: float = 0.0
+    namespace: str = ""
+
+
+@dataclass
+class SubGroupSpec:
+    """A subgroup of a PodGroup. A leaf (no children) has ``min_available``; an inner one may have
+    ``min_subgroup`` (None = all direct children required)."""
+
+    name: str
+    parent: str | None = None
+    min_available: int | None = None
+    min_subgroup: int | None = None
+    topology: TopologyConstraint | None = None
+
+
+@dataclass
+class JobSpec:
+    """A PodGroup with its tasks.
+
+    Without ``subgroups`` the job has one implicit leaf ``default`` with ``min_available`` (None =
+    1). With ``subgroups`` the root threshold is ``min_subgroup`` (None = all direct children).
+    """
+
+    uid: str
+    name: str
+    queue: str
+    priority: int
+    preemptible: bool
+    created_at: float
+    tasks: list[TaskSpec]
+    namespace: str = ""
+    min_available: int | None = None
+    min_subgroup: int | None = None
+    subgroups: list[SubGroupSpec] = field(default_factory=list)
+    topology: TopologyConstraint | None = None
+    stale_since: float | None = None  # when the job was first seen below its gang minimum
+    last_start_time: float | None = None  # kai.scheduler/last-start-timestamp
+    last_eviction_time: float | None = None  # kai.scheduler/last-eviction-timestamp
+    preemption_delay: float | None = None  # seconds; None or <= 0 = none
+    staleness_grace_period: float | None = None  # seconds; overrides the global; < 0 = never
+    deleted: bool = False
+
+
+@dataclass
+class QueueResource:
+    """One resource of a queue: ``quota`` (deserved), ``limit`` (max allowed), over-quota weight.
+
+    -1 means unlimited for quota and limit.
+    """
+
+    quota: float = 0.0
+    limit: float = UNLIMITED
+    over_quota_weight: float = 1.0
+
+
+@dataclass
+class QueueSpec:
+    name: str
+    parent: str | None
+    priority: int = 100
+    creation_rank: float = 0.0  # lower = older
+    resources: dict[str, QueueResource] = field(default_factory=dict)  # keys: MANAGED_RESOURCES
+    preempt_min_runtime: float | None = None  # seconds
+    reclaim_min_runtime: float | None = None
+    usage: dict[str, float] = field(default_factory=dict)  # normalised historical usage (time-based fairshare)
+
+
+@dataclass(frozen=True)
+class MigSpec:
+    strategy: str  # single | mixed
+    physical_gpus: int
+    devices: tuple[tuple[str, int], ...]  # profile resource name -> instances
+
+
+@dataclass
+class NodeSpec:
+    name: str
+    cpu_millis: float
+    memory_bytes: float
+    gpus: int  # allocatable whole GPUs
+    gpu_memory_mib: float  # per device
+    max_pods: int
+    labels: dict[str, str] = field(default_factory=dict)
+    extended: dict[str, float] = field(default_factory=dict)
+    mig: MigSpec | None = None
+    taints: tuple[Taint, ...] = ()
+    unschedulable: bool = False
+    ready: bool = True
+
+
+@dataclass
+class TopologySpec:
+    name: str
+    levels: list[str]  # node label keys, broadest first
+    aliases: dict[str, str] = field(default_factory=dict)  # alias -> node label key
+
+
+@dataclass
+class SchedulerConfig:
+    """Knobs of one session; defaults are KAI's."""
+
+    actions: tuple[str, ...] = ("allocate", "consolidation", "reclaim", "preempt", "stalegangeviction")
+    placement_gpu: str = "binpack"  # binpack | spread | none
+    placement_cpu: str = "binpack"
+    gpu_sharing_placement: str = "pack"  # pack | spread | none
+    proportion: bool = True
+    predicates: bool = True
+    staleness_grace_period: float = 60.0  # seconds; < 0 = never
+    max_consolidation_preemptees: int = 16  # -1 = unlimited, 0 = consolidation off
+    allow_consolidating_reclaim: bool = True
+    k_value: float = 1.0
+    queue_depth_per_action: dict[str, int] = field(default_factory=dict)  # absent = unlimited
+    reclaimer_saturation_multiplier: float = 1.0
+    default_preempt_min_runtime: float = 0.0
+    default_reclaim_min_runtime: float = 0.0
+    reclaim_min_runtime_resolve: str = "lca"  # lca | queue
+
+
+@dataclass
+class Snapshot:
+    now: float
+    nodes: list[NodeSpec]
+    queues: list[QueueSpec]
+    jobs: list[JobSpec]
+    topologies: list[TopologySpec] = field(default_factory=list)
+    config: SchedulerConfig = field(default_factory=SchedulerConfig)
