@@ -12,13 +12,41 @@ from __future__ import annotations
 
 from typing import Any, ClassVar
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 
 class KaiModel(BaseModel):
-    """Strict base: unknown fields are an error, field names are wire names."""
+    """Strict base: unknown fields are an error, field names are wire names.
 
-    model_config = ConfigDict(extra="forbid", populate_by_name=True, validate_assignment=False)
+    A docstring written under a field becomes that field's description in the JSON Schema and the
+    CRD (``use_attribute_docstrings``), so models are documented once, next to the field.
+    """
+
+    model_config = ConfigDict(
+        extra="forbid",
+        strict=True,  # "2" is not a number and 2.5 is not an integer, as in the JSON Schema
+        populate_by_name=True,
+        validate_assignment=False,
+        use_attribute_docstrings=True,
+    )
+
+
+def cel(rule: str, message: str, *, field_path: str | None = None) -> dict[str, str]:
+    """One CEL validation rule for a CRD (``x-kubernetes-validations`` entry).
+
+    Attach rules to a model with ``model_config = ConfigDict(json_schema_extra=cel_rules(...))`` or
+    to a field with ``Field(json_schema_extra=cel_rules(...))``; the JSON Schema carries them as an
+    extension keyword and :mod:`kai.api.crd` copies them into the CRD.
+    """
+    entry = {"rule": rule, "message": message}
+    if field_path is not None:
+        entry["fieldPath"] = field_path
+    return entry
+
+
+def cel_rules(*rules: dict[str, str]) -> dict[str, Any]:
+    """The ``json_schema_extra`` value holding CEL rules."""
+    return {"x-kubernetes-validations": [dict(r) for r in rules]}
 
 
 class ObjectMeta(BaseModel):
@@ -58,8 +86,25 @@ class TopLevelObject(KaiModel):
     DESCRIPTION: ClassVar[str] = ""
 
     apiVersion: str
+    """The API group and version of this object, e.g. scheduling.run.ai/v2."""
     kind: str
+    """The kind of this object."""
     metadata: ObjectMeta
+    """Standard object metadata: name, namespace, labels and annotations."""
+
+    @model_validator(mode="after")
+    def check_identity(self) -> TopLevelObject:
+        kind = getattr(type(self), "KIND", None)
+        if kind is None:  # an abstract base, not a concrete kind
+            return self
+        expected = type(self).api_version_string()
+        if self.apiVersion != expected:
+            raise ValueError(
+                f"apiVersion must be {expected!r} for kind {kind}, got {self.apiVersion!r}"
+            )
+        if self.kind != kind:
+            raise ValueError(f"kind must be {kind!r}, got {self.kind!r}")
+        return self
 
     @classmethod
     def api_version_string(cls) -> str:

@@ -21,6 +21,7 @@ import re
 from fractions import Fraction
 
 __all__ = [
+    "QUANTITY_PATTERN",
     "QuantityError",
     "ceil_to_int",
     "format_number",
@@ -45,6 +46,10 @@ _DECIMAL = {
 _PATTERN = re.compile(
     r"^(?P<sign>[+-]?)(?P<num>[0-9]+(?:\.[0-9]*)?|\.[0-9]+)"
     r"(?:(?P<suffix>Ki|Mi|Gi|Ti|Pi|Ei|[numkMGTPE])|[eE](?P<exp>[+-]?[0-9]+))?$"
+)
+# The same grammar as a plain (ECMA-262 compatible) regular expression, for JSON Schema `pattern`.
+QUANTITY_PATTERN = (
+    r"^[+-]?([0-9]+(\.[0-9]*)?|\.[0-9]+)(Ki|Mi|Gi|Ti|Pi|Ei|[numkMGTPE]|[eE][+-]?[0-9]+)?$"
 )
 # Kubernetes caps exponents well below this; the cap keeps "1e999999999" from eating memory.
 _MAX_EXPONENT = 100
@@ -71,12 +76,14 @@ def parse_quantity(value: object) -> Fraction:
     if isinstance(value, Fraction):
         return value
     if not isinstance(value, str):
-        raise QuantityError(f"expected a quantity (a number or a string such as \"500m\"), got {type(value).__name__}")
+        raise QuantityError(
+            f'expected a quantity (a number or a string such as "500m"), got {type(value).__name__}'
+        )
     text = value.strip()
     match = _PATTERN.match(text)
     if match is None or text != value:
         raise QuantityError(
-            f"{value!r} is not a Kubernetes quantity (examples: \"500m\", \"2\", \"64Gi\", \"512M\", \"1e3\")"
+            f'{value!r} is not a Kubernetes quantity (examples: "500m", "2", "64Gi", "512M", "1e3")'
         )
     number = Fraction(match["num"] if not match["num"].endswith(".") else match["num"][:-1])
     if match["exp"] is not None:
