@@ -1,0 +1,89 @@
+"""Queue fairness of the scheduler core: KAI's proportion plugin (KAI-FACTS §4, §3.8).
+
+Pure computation over plain data; no I/O, no clock. Design notes and every deviation from KAI:
+``docs/design/fairshare.md``.
+
+Resources are ``(gpu, cpu, memory)`` vectors in ``MANAGED_RESOURCES`` order (a mapping keyed
+``"gpu"``/``"cpu"``/``"memory"`` is accepted everywhere too). Units: GPUs in devices — a
+fractional task counts its fraction, a gpu-memory task counts memory / device memory (the
+caller converts), a MIG ``Ng`` instance counts N GPUs; cpu in millicores; memory in bytes
+(queue quotas in a ``Snapshot`` are already in these units). -1 in a quota or limit means
+unlimited.
+
+Interface used by the session:
+
+``divide(queues, total_capacity, requested, k_value=1.0, usage=None) -> {queue: {res: share}}``
+    The hierarchical division alone (pure; ``requested`` rolled up per queue). ``divide_level``
+    does one sibling set and one resource.
+
+``Proportion(queues, total_capacity, leaf_requested, leaf_allocated,
+leaf_allocated_non_preemptible, k_value=1.0, enabled=True, reclaimer_saturation_multiplier=1.0)``
+    Per-session state. ``leaf_*`` map queue names (normally leaves) to the figures of the jobs
+    directly in them; they are rolled up to every ancestor. ``leaf_requested`` is KAI's
+    ``Request``: resources of tasks in an allocated status (Allocated, Bound, Binding, Running)
+    **plus** pending tasks' requests (gpu-memory converted with the smallest node GPU memory).
+    ``leaf_allocated`` / ``..._non_preemptible``: allocated-status tasks (of non-preemptible
+    jobs for the latter). Fair shares are computed once, in the constructor.
+
+    - ``on_allocate(queue, resources, preemptible)`` / ``on_deallocate(...)``: live accounting,
+      O(depth); call for every allocate, pipeline, evict and their undo.
+    - ``check_job_capacity(queue, request, preemptible) -> Reason | None``: OverLimit, then
+      NonPreemptibleOverQuota, at the queue and every ancestor.
+      ``check_non_preemptible_quota(...)``: the second rule only (preempt).
+    - ``compare_queues(q1, q2, job_request1, job_request2, victims1=None, victims2=None) -> int``:
+      sibling order (-1 = q1 first); negate for the victim order. Use with
+      ``functools.cmp_to_key`` or in a heap of siblings.
+    - ``can_reclaim(queue, job_request, preemptible) -> bool``: the reclaim gate.
+    - ``reclaim_is_fair(reclaimer_queue, reclaimer_request, victims, reclaimer_preemptible=True)
+      -> bool`` and ``judge_reclaim(...) -> ReclaimVerdict`` (with a message): scenario
+      validation. ``victims``: ``VictimChunk``\\ s or ``(queue, resources[, elastic_extra])``
+      tuples, one per chunk (``victim_chunks`` builds KAI's chunks of a victim job). Judge
+      against ``clone()`` taken when the job's solution search starts.
+    - ``clone()``: copy of the live state (cheap: two flat lists); ``save_state()`` /
+      ``restore_state(state)``: a checkpoint pair on the same object.
+    - ``queue_shares() -> {queue: QueueShare}``; ``fair_share``, ``deserved``, ``limit``,
+      ``requested``, ``allocated``, ``allocated_non_preemptible``, ``allocatable_share``,
+      ``dominant_share``: per-queue vectors; ``is_leaf``, ``parent``, ``children``,
+      ``top_level``, ``path`` (top-level first).
+
+    ``enabled=False`` (scenario ``proportion: false``): capacity checks pass, queues compare
+    only by age then name, ``can_reclaim`` and reclaim validation always refuse. Accounting
+    still runs (for reporting).
+
+Determinism: wherever KAI iterates a Go map, this package uses ``(creation_rank, name)``
+order, so results never depend on input list order.
+"""
+
+from kai.scheduler.fairshare.division import ShareInput, divide, divide_level, divide_tree
+from kai.scheduler.fairshare.proportion import (
+    NON_PREEMPTIBLE_OVER_QUOTA,
+    OVER_LIMIT,
+    Proportion,
+)
+from kai.scheduler.fairshare.reclaim import (
+    ReclaimVerdict,
+    VictimChunk,
+    judge_reclaim,
+    victim_chunks,
+)
+from kai.scheduler.fairshare.resources import EPS, Vector, to_mapping, to_vector
+from kai.scheduler.fairshare.tree import QueueTree
+
+__all__ = [
+    "EPS",
+    "NON_PREEMPTIBLE_OVER_QUOTA",
+    "OVER_LIMIT",
+    "Proportion",
+    "QueueTree",
+    "ReclaimVerdict",
+    "ShareInput",
+    "Vector",
+    "VictimChunk",
+    "divide",
+    "divide_level",
+    "divide_tree",
+    "judge_reclaim",
+    "to_mapping",
+    "to_vector",
+    "victim_chunks",
+]

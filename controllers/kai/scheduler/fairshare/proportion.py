@@ -1,0 +1,455 @@
+"""Per-session queue state of the proportion plugin: fair shares, live accounting, capacity
+policy and queue order (KAI-FACTS §4.3-4.5, §4.7, §3.8). Reclaim rules are in ``reclaim.py``
+and exposed here as methods.
+
+Built once per session from the snapshot; fair shares are computed in the constructor and never
+change during the session (KAI recomputes them only at the next session). ``allocated`` and
+``allocated_non_preemptible`` change live through ``on_allocate`` / ``on_deallocate``, which
+the session calls for every virtual allocate, pipeline, evict and undo, rolled up to every
+ancestor in O(depth). ``requested`` is fixed for the session, as in KAI.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING
+
+from kai.scheduler.fairshare.division import divide_tree, queue_resource
+from kai.scheduler.fairshare.resources import (
+    EPS,
+    RESOURCE_INDEXES,
+    ZERO,
+    ResourcesLike,
+    Vector,
+    all_leq_unlimited,
+    describe,
+    leq_unlimited,
+    resource_name,
+    to_mapping,
+    to_vector,
+)
+from kai.scheduler.fairshare.tree import QueueTree
+from kai.scheduler.result import QueueShare, Reason
+from kai.scheduler.snapshot import MANAGED_RESOURCES, UNLIMITED, QueueSpec
+
+if TYPE_CHECKING:
+    from kai.scheduler.fairshare.reclaim import ReclaimVerdict, VictimLike
+
+#: KAI's penalty factor for allocations in a resource whose allocatable share is 0
+NO_SHARE_DRF_MULTIPLIER = 1000.0
+
+OVER_LIMIT = "OverLimit"
+NON_PREEMPTIBLE_OVER_QUOTA = "NonPreemptibleOverQuota"
+
+
+class Proportion:
+    """Queue state of one session. See the package docstring for the contract."""
+
+    __slots__ = (
+        "_alloc",
+        "_alloc_np",
+        "_allocatable",
+        "_deserved",
+        "_fair",
+        "_limit",
+        "_requested",
+        "enabled",
+        "k_value",
+        "reclaimer_saturation_multiplier",
+        "total_capacity",
+        "tree",
+    )
+
+    def __init__(
+        self,
+        queues: Sequence[QueueSpec],
+        total_capacity: ResourcesLike,
+        leaf_requested: Mapping[str, ResourcesLike],
+        leaf_allocated: Mapping[str, ResourcesLike],
+        leaf_allocated_non_preemptible: Mapping[str, ResourcesLike],
+        k_value: float = 1.0,
+        enabled: bool = True,
+        reclaimer_saturation_multiplier: float = 1.0,
+    ) -> None:
+        self.tree = QueueTree(queues)
+        self.enabled = enabled
+        self.total_capacity: Vector = to_vector(total_capacity)
+        self.k_value = max(0.0, float(k_value))
+        # KAI forces multipliers below 1 to 1 (with a warning at plugin start).
+        self.reclaimer_saturation_multiplier = max(1.0, float(reclaimer_saturation_multiplier))
+        tree = self.tree
+        self._requested: list[Vector] = tree.roll_up(leaf_requested, "requested")
+        alloc = tree.roll_up(leaf_allocated, "allocated")
+        alloc_np = tree.roll_up(leaf_allocated_non_preemptible, "allocated non-preemptible")
+        self._alloc: list[float] = [x for v in alloc for x in v]
+        self._alloc_np: list[float] = [x for v in alloc_np for x in v]
+        params = [[queue_resource(s, r) for r in MANAGED_RESOURCES] for s in tree.specs]
+        self._deserved: list[Vector] = [(p[0].quota, p[1].quota, p[2].quota) for p in params]
+        self._limit: list[Vector] = [(p[0].limit, p[1].limit, p[2].limit) for p in params]
+        self._fair: list[Vector] = divide_tree(
+            tree, self.total_capacity, self._requested, self.k_value
+        )
+        self._allocatable: list[Vector] = [
+            _allocatable(self._deserved[i], self._fair[i], self._limit[i]) for i in range(len(tree))
+        ]
+
+    # ------------------------------------------------------------------ structure
+    @property
+    def names(self) -> tuple[str, ...]:
+        """Queue names in (creation_rank, name) order."""
+        return self.tree.names
+
+    def is_leaf(self, name: str) -> bool:
+        return self.tree.is_leaf(name)
+
+    def parent(self, name: str) -> str | None:
+        p = self.tree.parents[self.tree.lookup(name)]
+        return None if p < 0 else self.tree.names[p]
+
+    def children(self, name: str) -> list[str]:
+        return [self.tree.names[c] for c in self.tree.children[self.tree.lookup(name)]]
+
+    def top_level(self) -> list[str]:
+        return [self.tree.names[i] for i in self.tree.top]
+
+    def path(self, name: str) -> list[str]:
+        """From the top-level queue down to ``name``."""
+        return self.tree.path(name)
+
+    # ------------------------------------------------------------------ figures (vectors)
+    def fair_share(self, name: str) -> Vector:
+        return self._fair[self.tree.lookup(name)]
+
+    def deserved(self, name: str) -> Vector:
+        return self._deserved[self.tree.lookup(name)]
+
+    def limit(self, name: str) -> Vector:
+        return self._limit[self.tree.lookup(name)]
+
+    def requested(self, name: str) -> Vector:
+        return self._requested[self.tree.lookup(name)]
+
+    def allocatable_share(self, name: str) -> Vector:
+        """``min(limit, max(deserved, fairShare))``; the limit (maybe -1) when deserved is -1."""
+        return self._allocatable[self.tree.lookup(name)]
+
+    def allocated(self, name: str) -> Vector:
+        return self._get(self._alloc, self.tree.lookup(name))
+
+    def allocated_non_preemptible(self, name: str) -> Vector:
+        return self._get(self._alloc_np, self.tree.lookup(name))
+
+    def dominant_share(self, name: str, extra: ResourcesLike | None = None) -> float:
+        """Max over resources of (allocated + extra) / allocatable share (§3.8)."""
+        i = self.tree.lookup(name)
+        alloc = self._get(self._alloc, i)
+        if extra is not None:
+            e = to_vector(extra)
+            alloc = (alloc[0] + e[0], alloc[1] + e[1], alloc[2] + e[2])
+        return self._dominant(i, alloc)
+
+    def queue_shares(self) -> dict[str, QueueShare]:
+        """Per-queue figures for the session result (in (creation_rank, name) order)."""
+        return {
+            name: QueueShare(
+                fair_share=to_mapping(self._fair[i]),
+                allocated=to_mapping(self._get(self._alloc, i)),
+                requested=to_mapping(self._requested[i]),
+                allocated_non_preemptible=to_mapping(self._get(self._alloc_np, i)),
+            )
+            for i, name in enumerate(self.tree.names)
+        }
+
+    # ------------------------------------------------------------------ live accounting
+    def on_allocate(self, queue: str, resources: ResourcesLike, preemptible: bool) -> None:
+        """A task of a job in ``queue`` took ``resources`` (allocate or pipeline, or undo of an
+        eviction). Adds to allocated (and non-preemptible allocated) of the queue and every
+        ancestor."""
+        self._account(queue, to_vector(resources), preemptible, 1.0)
+
+    def on_deallocate(self, queue: str, resources: ResourcesLike, preemptible: bool) -> None:
+        """The reverse of ``on_allocate`` (evict, or undo of an allocate/pipeline)."""
+        self._account(queue, to_vector(resources), preemptible, -1.0)
+
+    def _account(self, queue: str, v: Vector, preemptible: bool, sign: float) -> None:
+        g, c, m = v[0] * sign, v[1] * sign, v[2] * sign
+        alloc = self._alloc
+        alloc_np = self._alloc_np
+        for q in self.tree.ancestors[self.tree.lookup(queue)]:
+            b = 3 * q
+            alloc[b] += g
+            alloc[b + 1] += c
+            alloc[b + 2] += m
+            if not preemptible:
+                alloc_np[b] += g
+                alloc_np[b + 1] += c
+                alloc_np[b + 2] += m
+
+    def clone(self) -> Proportion:
+        """An independent copy of the live state (allocated figures); the immutable session
+        figures (tree, quotas, fair shares, requested) are shared. O(number of queues)."""
+        c = object.__new__(Proportion)
+        for attr in Proportion.__slots__:
+            setattr(c, attr, getattr(self, attr))
+        c._alloc = self._alloc.copy()
+        c._alloc_np = self._alloc_np.copy()
+        return c
+
+    def save_state(self) -> tuple[list[float], list[float]]:
+        """A checkpoint of the live state, for ``restore_state``."""
+        return self._alloc.copy(), self._alloc_np.copy()
+
+    def restore_state(self, state: tuple[list[float], list[float]]) -> None:
+        alloc, alloc_np = state
+        if len(alloc) != len(self._alloc) or len(alloc_np) != len(self._alloc_np):
+            raise ValueError("restore_state: the state was saved from a different queue tree")
+        self._alloc = alloc.copy()
+        self._alloc_np = alloc_np.copy()
+
+    # ------------------------------------------------------------------ capacity policy
+    def check_job_capacity(
+        self, queue: str, request: ResourcesLike, preemptible: bool
+    ) -> Reason | None:
+        """May a job (or the set of its tasks about to be allocated) asking ``request`` enter
+        ``queue``? ``None`` = yes. Otherwise the first violation (§4.5), checked at the queue
+        and every ancestor: OverLimit first (``limit < allocated + request`` for a resource
+        with non-zero request and limit != -1), then, for non-preemptible jobs,
+        NonPreemptibleOverQuota (``deserved < allocatedNonPreemptible + request``, deserved !=
+        -1)."""
+        if not self.enabled:
+            return None
+        r = to_vector(request)
+        i = self.tree.lookup(queue)
+        return self._over_limit(i, r) or (
+            None if preemptible else self._non_preemptible_over_quota(i, r)
+        )
+
+    def check_non_preemptible_quota(
+        self, queue: str, request: ResourcesLike, preemptible: bool
+    ) -> Reason | None:
+        """Only the non-preemptible quota rule (what preempt checks before searching)."""
+        if not self.enabled or preemptible:
+            return None
+        return self._non_preemptible_over_quota(self.tree.lookup(queue), to_vector(request))
+
+    def _over_limit(self, leaf: int, r: Vector) -> Reason | None:
+        alloc = self._alloc
+        for q in self.tree.ancestors[leaf]:
+            lim = self._limit[q]
+            for k in RESOURCE_INDEXES:
+                if lim[k] == UNLIMITED or r[k] == 0:
+                    continue
+                have = alloc[3 * q + k]
+                if lim[k] < have + r[k] - EPS:
+                    name = self.tree.names[q]
+                    return Reason(
+                        code=OVER_LIMIT,
+                        message=(
+                            f"queue '{name}' would exceed its {resource_name(k)} limit: limit "
+                            f"{describe(k, lim[k])}, allocated {describe(k, have)}, the job "
+                            f"requests {describe(k, r[k])}"
+                        ),
+                        details=self._details(q, k, r, limit=lim[k], allocated=have),
+                    )
+        return None
+
+    def _non_preemptible_over_quota(self, leaf: int, r: Vector) -> Reason | None:
+        alloc_np = self._alloc_np
+        for q in self.tree.ancestors[leaf]:
+            des = self._deserved[q]
+            for k in RESOURCE_INDEXES:
+                if des[k] == UNLIMITED or r[k] == 0:
+                    continue
+                have = alloc_np[3 * q + k]
+                if des[k] < have + r[k] - EPS:
+                    name = self.tree.names[q]
+                    return Reason(
+                        code=NON_PREEMPTIBLE_OVER_QUOTA,
+                        message=(
+                            f"non-preemptible job would take queue '{name}' over its "
+                            f"{resource_name(k)} quota: quota {describe(k, des[k])}, allocated "
+                            f"to non-preemptible jobs {describe(k, have)}, the job requests "
+                            f"{describe(k, r[k])}"
+                        ),
+                        details=self._details(
+                            q, k, r, quota=des[k], allocated_non_preemptible=have
+                        ),
+                    )
+        return None
+
+    def _details(self, q: int, k: int, r: Vector, **figures: float) -> dict[str, object]:
+        return {
+            "queue": self.tree.names[q],
+            "resource": resource_name(k),
+            **figures,
+            "requested": r[k],
+        }
+
+    # ------------------------------------------------------------------ queue order
+    def compare_queues(
+        self,
+        q1: str,
+        q2: str,
+        job_request1: ResourcesLike | None = None,
+        job_request2: ResourcesLike | None = None,
+        victims1: ResourcesLike | None = None,
+        victims2: ResourcesLike | None = None,
+    ) -> int:
+        """Order of two sibling queues for scheduling: -1 = ``q1`` first, 1 = ``q2`` first,
+        0 = same queue. ``job_request*`` = the init request of each queue's best job
+        (what it would allocate next); ``victims*`` = total resources of victims already
+        chosen from each queue's subtree (victim mode: treated as removed in rule 5). For the
+        victim order (reclaim/preempt), the caller negates the result. Rules (§3.8), first
+        decisive wins:
+
+        1. not over-utilized first (over-utilized: fairShare < allocated in every resource);
+        2. starved first (allocated + job <= deserved in every resource, -1 = infinite);
+        3. higher priority first;
+        4. a queue that would allocate a resource whose allocatable share is 0 goes last;
+        5. lower dominant resource share with the job (minus victims) first;
+        6. lower dominant resource share without the job first;
+        7. the queue whose allocatable share is dominated (<= everywhere, < somewhere) first;
+        8. older (creation_rank) first, then name.
+
+        With ``enabled`` False only rule 8 applies.
+        """
+        tree = self.tree
+        i, j = tree.lookup(q1), tree.lookup(q2)
+        if i == j:
+            return 0
+        if self.enabled:
+            result = self._compare_enabled(
+                i,
+                j,
+                ZERO if job_request1 is None else to_vector(job_request1),
+                ZERO if job_request2 is None else to_vector(job_request2),
+                ZERO if victims1 is None else to_vector(victims1),
+                ZERO if victims2 is None else to_vector(victims2),
+            )
+            if result:
+                return result
+        # i < j exactly when (creation_rank, name) of q1 sorts first
+        return -1 if i < j else 1
+
+    def _compare_enabled(
+        self, i: int, j: int, job_i: Vector, job_j: Vector, vic_i: Vector, vic_j: Vector
+    ) -> int:
+        alloc_i, alloc_j = self._get(self._alloc, i), self._get(self._alloc, j)
+        over_i = self._over_utilized(i, alloc_i)
+        over_j = self._over_utilized(j, alloc_j)
+        if over_i != over_j:
+            return 1 if over_i else -1
+        with_i = (alloc_i[0] + job_i[0], alloc_i[1] + job_i[1], alloc_i[2] + job_i[2])
+        with_j = (alloc_j[0] + job_j[0], alloc_j[1] + job_j[1], alloc_j[2] + job_j[2])
+        starved_i = all_leq_unlimited(with_i, self._deserved[i])
+        starved_j = all_leq_unlimited(with_j, self._deserved[j])
+        if starved_i != starved_j:
+            return -1 if starved_i else 1
+        pri_i, pri_j = self.tree.specs[i].priority, self.tree.specs[j].priority
+        if pri_i != pri_j:
+            return -1 if pri_i > pri_j else 1
+        zero_i = self._uses_zero_share(i, with_i)
+        zero_j = self._uses_zero_share(j, with_j)
+        if zero_i != zero_j:
+            return 1 if zero_i else -1
+        share_i = self._dominant(
+            i, (with_i[0] - vic_i[0], with_i[1] - vic_i[1], with_i[2] - vic_i[2])
+        )
+        share_j = self._dominant(
+            j, (with_j[0] - vic_j[0], with_j[1] - vic_j[1], with_j[2] - vic_j[2])
+        )
+        if abs(share_i - share_j) > EPS:
+            return -1 if share_i < share_j else 1
+        share_i, share_j = self._dominant(i, alloc_i), self._dominant(j, alloc_j)
+        if abs(share_i - share_j) > EPS:
+            return -1 if share_i < share_j else 1
+        a_i, a_j = self._allocatable[i], self._allocatable[j]
+        i_le_j, j_le_i = all_leq_unlimited(a_i, a_j), all_leq_unlimited(a_j, a_i)
+        if i_le_j and not j_le_i:
+            return -1
+        if j_le_i and not i_le_j:
+            return 1
+        return 0
+
+    def _over_utilized(self, i: int, alloc: Vector) -> bool:
+        fair = self._fair[i]
+        return all(fair[k] < alloc[k] - EPS for k in RESOURCE_INDEXES)
+
+    def _uses_zero_share(self, i: int, with_job: Vector) -> bool:
+        a = self._allocatable[i]
+        return any(a[k] == 0 and with_job[k] > EPS for k in RESOURCE_INDEXES)
+
+    def _dominant(self, i: int, alloc: Sequence[float]) -> float:
+        share = 0.0
+        a = self._allocatable[i]
+        for k in RESOURCE_INDEXES:
+            allocatable = self.total_capacity[k] if a[k] == UNLIMITED else a[k]
+            if allocatable == 0:
+                share = max(share, alloc[k] * NO_SHARE_DRF_MULTIPLIER)
+            else:
+                share = max(share, alloc[k] / allocatable)
+        return share
+
+    # ------------------------------------------------------------------ reclaim (§4.6)
+    def can_reclaim(self, queue: str, job_request: ResourcesLike, preemptible: bool) -> bool:
+        """The reclaim gate: allocated + request <= fair share in every resource, and for a
+        non-preemptible job allocatedNonPreemptible + request <= deserved. False when the
+        proportion plugin is disabled (KAI: no plugin answers, so no reclaim)."""
+        if not self.enabled:
+            return False
+        i = self.tree.lookup(queue)
+        r = to_vector(job_request)
+        alloc = self._get(self._alloc, i)
+        fair = self._fair[i]
+        if not all(leq_unlimited(alloc[k] + r[k], fair[k]) for k in RESOURCE_INDEXES):
+            return False
+        if preemptible:
+            return True
+        alloc_np = self._get(self._alloc_np, i)
+        des = self._deserved[i]
+        return all(leq_unlimited(alloc_np[k] + r[k], des[k]) for k in RESOURCE_INDEXES)
+
+    def reclaim_is_fair(
+        self,
+        reclaimer_queue: str,
+        reclaimer_request: ResourcesLike,
+        victims: Sequence[VictimLike],
+        reclaimer_preemptible: bool = True,
+    ) -> bool:
+        """Scenario validation of reclaim (§4.6); see ``reclaim.judge_reclaim``."""
+        return self.judge_reclaim(
+            reclaimer_queue, reclaimer_request, victims, reclaimer_preemptible
+        ).ok
+
+    def judge_reclaim(
+        self,
+        reclaimer_queue: str,
+        reclaimer_request: ResourcesLike,
+        victims: Sequence[VictimLike],
+        reclaimer_preemptible: bool = True,
+    ) -> ReclaimVerdict:
+        """Like ``reclaim_is_fair`` with the reason as a message."""
+        from kai.scheduler.fairshare.reclaim import judge_reclaim
+
+        return judge_reclaim(
+            self, reclaimer_queue, reclaimer_request, victims, reclaimer_preemptible
+        )
+
+    # ------------------------------------------------------------------ internals
+    @staticmethod
+    def _get(flat: list[float], i: int) -> Vector:
+        b = 3 * i
+        return (flat[b], flat[b + 1], flat[b + 2])
+
+
+def _allocatable(deserved: Vector, fair: Vector, limit: Vector) -> Vector:
+    out = []
+    for k in RESOURCE_INDEXES:
+        if deserved[k] == UNLIMITED:
+            out.append(limit[k])
+            continue
+        value = max(deserved[k], fair[k])
+        if limit[k] != UNLIMITED:
+            value = min(limit[k], value)
+        out.append(value)
+    return (out[0], out[1], out[2])
