@@ -61,7 +61,11 @@ class TopologySpec(KaiModel):
 
     levels: Annotated[
         list[TopologyLevel],
-        Field(min_length=1, max_length=MAX_LEVELS, json_schema_extra=_LEVEL_RULES),
+        Field(
+            min_length=1,
+            max_length=MAX_LEVELS,
+            json_schema_extra={**_LEVEL_RULES, "x-kubernetes-list-type": "atomic"},
+        ),
     ]
     """1 to 16 levels, widest first (e.g. zone, block, rack, host). The nodeLabel sequence cannot
     change once created; kubernetes.io/hostname may only be the last level."""
