@@ -1,4 +1,4 @@
-"""KAI's BindRequest (``scheduling.run.ai/v1alpha2``): the scheduler asks the binder to bind a pod."""
+"""KAI's BindRequest (``scheduling.run.ai/v1alpha2``): the scheduler asks the binder to bind."""
 
 from __future__ import annotations
 

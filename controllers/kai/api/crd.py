@@ -1,4 +1,4 @@
-"""Turn a kind's JSON Schema into a structural CustomResourceDefinition (``apiextensions.k8s.io/v1``).
+"""Turn a kind's JSON Schema into a structural CustomResourceDefinition (apiextensions/v1).
 
 Kubernetes wants an OpenAPI v3 subset ("structural schema"): no ``$ref``, a ``type`` on every node,
 no ``type`` lists, no ``const``, numeric ``exclusiveMinimum`` spelled as a boolean, and no
@@ -126,9 +126,9 @@ class _Translator:
                 return self.node(merged, path, stack)
             schema["anyOf"] = branches
             if _is_quantity(schema):
-                out = {k: v for k, v in schema.items() if k == "description"}
-                out.update(_K8S_QUANTITY)
-                return out
+                quantity = {k: v for k, v in schema.items() if k == "description"}
+                quantity.update(_K8S_QUANTITY)
+                return quantity
             raise CRDError(f"{path}: anyOf {branches} has no structural form")
         for key in ("oneOf", "allOf", "not", "prefixItems", "patternProperties", "if"):
             if key in schema:

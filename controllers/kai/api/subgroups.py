@@ -77,7 +77,8 @@ def subgroup_problems(
         if parent is not None and parent not in index:
             error(
                 f"subGroups[{i}].parent",
-                f"subgroup {name!r} names parent {parent!r}, which is not a subgroup of this PodGroup",
+                f"subgroup {name!r} names parent {parent!r}, which is not a subgroup"
+                " of this PodGroup",
             )
         children[parent] = children.get(parent, 0) + 1
     for cycle in _cycle_members(rows, index):
@@ -93,6 +94,7 @@ def subgroup_problems(
                 f"subGroups[{i}].minSubGroup",
                 f"subgroup {name!r}: set either minMember or minSubGroup, not both",
             )
+            continue
         if is_leaf:
             if member is None:
                 error(
@@ -106,7 +108,10 @@ def subgroup_problems(
                 )
         else:
             if member is not None:
-                message = f"subgroup {name!r} has child subgroups, so its minMember is ignored; use minSubGroup"
+                message = (
+                    f"subgroup {name!r} has child subgroups, so its minMember is ignored;"
+                    " use minSubGroup"
+                )
                 if operation == "CREATE":
                     error(f"subGroups[{i}].minMember", message)
                 else:
@@ -114,7 +119,8 @@ def subgroup_problems(
             if subgroup is not None and subgroup > children.get(name, 0):
                 warn(
                     f"subGroups[{i}].minSubGroup",
-                    f"minSubGroup {subgroup} is more than the {children.get(name, 0)} child subgroups of {name!r}",
+                    f"minSubGroup {subgroup} is more than the {children.get(name, 0)}"
+                    f" child subgroups of {name!r}",
                 )
     if min_subgroup is not None:
         direct = children.get(None, 0)

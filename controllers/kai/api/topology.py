@@ -37,7 +37,8 @@ _LEVEL_RULES = cel_rules(
         f"{HOSTNAME_LABEL} may only be the last (lowest) level",
     ),
     cel(
-        "self.all(l, !has(l.alias) || self.filter(m, has(m.alias) && m.alias == l.alias).size() == 1)",
+        "self.all(l, !has(l.alias)"
+        " || self.filter(m, has(m.alias) && m.alias == l.alias).size() == 1)",
         "each alias may appear only once",
     ),
     cel(
@@ -89,7 +90,8 @@ def topology_problems(spec: TopologySpec) -> list[tuple[str, str]]:
             problems.append(
                 (
                     f"levels[{i}].nodeLabel",
-                    f"nodeLabel {level.nodeLabel!r} already used by levels[{first_label[level.nodeLabel]}]",
+                    f"nodeLabel {level.nodeLabel!r} is already used by"
+                    f" levels[{first_label[level.nodeLabel]}]",
                 )
             )
         else:
@@ -104,7 +106,7 @@ def topology_problems(spec: TopologySpec) -> list[tuple[str, str]]:
             problems.append(
                 (
                     f"levels[{i}].alias",
-                    f"alias {level.alias!r} already used by levels[{first_alias[level.alias]}]",
+                    f"alias {level.alias!r} is already used by levels[{first_alias[level.alias]}]",
                 )
             )
         else:
@@ -113,7 +115,8 @@ def topology_problems(spec: TopologySpec) -> list[tuple[str, str]]:
             problems.append(
                 (
                     f"levels[{i}].alias",
-                    f"alias {level.alias!r} equals the nodeLabel of levels[{labels.index(level.alias)}]",
+                    f"alias {level.alias!r} equals the nodeLabel of"
+                    f" levels[{labels.index(level.alias)}]",
                 )
             )
     return problems
