@@ -1,0 +1,261 @@
+"""Build :class:`~kai.gitops.quota_rules.QueueRecord` values from loaded documents.
+
+A QueueTree yields one record per queue (defaults merged resource by resource, parents from the
+nesting or from ``spec.parent``); a raw ``scheduling.run.ai/v2`` Queue yields one record with
+KAI's meaning (numbers in millicores and megabytes, an omitted field is 0). Reading is tolerant:
+a value of the wrong type becomes "unknown" (the schema check reports it), so one bad field does
+not hide the rest of the tree from the hierarchy rules.
+"""
+
+from __future__ import annotations
+
+from fractions import Fraction
+from typing import Any
+
+from kai.api.quantity import QuantityError, parse_quantity
+from kai.gitops.loader import Document, FieldPath
+from kai.gitops.quota_rules import RESOURCES, Amount, Origin, QueueRecord
+
+__all__ = ["QUEUE_TREE", "RAW_QUEUE", "records_from_documents", "tree_amount"]
+
+QUEUE_TREE = ("gitops.kai.scheduler/v1alpha1", "QueueTree")
+RAW_QUEUE = ("scheduling.run.ai/v2", "Queue")
+
+_IMPLIED = {"quota": Fraction(0), "limit": Fraction(-1), "overQuotaWeight": Fraction(1)}
+
+
+def tree_amount(resource: str, value: Any) -> Fraction | None:
+    """The exact base-unit value of a QueueTree amount, or None when it cannot be read."""
+    if isinstance(value, bool):
+        return None
+    if resource == "gpu" and not isinstance(value, int | float):
+        return None
+    if not isinstance(value, int | float | str):
+        return None
+    try:
+        return parse_quantity(value)
+    except QuantityError:
+        return None
+
+
+def _weight(value: Any) -> Fraction | None:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    try:
+        return parse_quantity(value)
+    except QuantityError:
+        return None
+
+
+def _kai_amount(resource: str, value: Any) -> Fraction | None:
+    """A raw KAI Queue number in base units (cpu millicores -> cores, memory MB -> bytes)."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    try:
+        number = parse_quantity(value)
+    except QuantityError:
+        return None
+    if number == -1:
+        return number
+    if resource == "cpu":
+        return number / 1000
+    if resource == "memory":
+        return number * 10**6
+    return number
+
+
+def _display(path: FieldPath, names: list[str]) -> str:
+    """``spec.queues[0].children[1]`` -> ``queues[0].children[1] (nlp)``."""
+    text = ""
+    for part in path[1:]:
+        text += f"[{part}]" if isinstance(part, int) else (f".{part}" if text else part)
+    return f"{text} ({names[-1]})" if names else text
+
+
+class _TreeReader:
+    def __init__(self, doc: Document) -> None:
+        self.doc = doc
+        self.object = doc.object_name
+        spec = doc.data.get("spec")
+        self.spec = spec if isinstance(spec, dict) else {}
+        defaults = self.spec.get("defaults")
+        self.defaults = defaults if isinstance(defaults, dict) else {}
+        self.records: list[QueueRecord] = []
+
+    def read(self) -> list[QueueRecord]:
+        queues = self.spec.get("queues")
+        parent = self.spec.get("parent")
+        parent_name = parent if isinstance(parent, str) and parent else None
+        parent_at = self.doc.value_at(("spec", "parent")) if parent_name else None
+        if isinstance(queues, list):
+            for index, item in enumerate(queues):
+                self._queue(item, ("spec", "queues", index), parent_name, parent_at, nested=False)
+        return self.records
+
+    def _amounts(self, item: dict[str, Any], path: FieldPath, kind: str) -> dict[str, Amount]:
+        own = item.get(kind)
+        default = self.defaults.get(kind)
+        out: dict[str, Amount] = {}
+        for resource in RESOURCES:
+            field = f"{kind}.{resource}"
+            if isinstance(own, dict) and resource in own:
+                reader = _weight if kind == "overQuotaWeight" else _reader(resource)
+                out[resource] = Amount(
+                    reader(own[resource]), self.doc.value_at((*path, kind, resource)), field
+                )
+            elif isinstance(default, dict) and resource in default:
+                reader = _weight if kind == "overQuotaWeight" else _reader(resource)
+                out[resource] = Amount(
+                    reader(default[resource]),
+                    self.doc.value_at(("spec", "defaults", kind, resource)),
+                    field,
+                    "default",
+                    f"defaults.{kind}.{resource}",
+                )
+            else:
+                at = (
+                    self.doc.key_at((*path, "name"))
+                    if self.doc.has((*path, "name"))
+                    else (self.doc.value_at(path))
+                )
+                out[resource] = Amount(_IMPLIED[kind], at, field, "implied")
+        return out
+
+    def _queue(
+        self,
+        item: Any,
+        path: FieldPath,
+        parent: str | None,
+        parent_at: Any,
+        *,
+        nested: bool,
+    ) -> None:
+        if not isinstance(item, dict):
+            return
+        name = item.get("name")
+        if not isinstance(name, str):
+            # Without a name the queue cannot be checked (the schema check reports it); its
+            # children still are, as top queues without a known parent.
+            self._children(item, path, None)
+            return
+        display = _display(path, [name])
+        priority: int | float | None
+        origin: Origin
+        if "priority" in item:
+            raw, origin, at = item["priority"], "set", self.doc.value_at((*path, "priority"))
+        elif "priority" in self.defaults:
+            raw, origin = self.defaults["priority"], "default"
+            at = self.doc.value_at(("spec", "defaults", "priority"))
+        else:
+            raw, origin, at = 100, "implied", None
+        priority = raw if isinstance(raw, int | float) and not isinstance(raw, bool) else None
+        namespaces: list[tuple[str, Any]] = []
+        raw_namespaces = item.get("namespaces")
+        if isinstance(raw_namespaces, list):
+            for i, namespace in enumerate(raw_namespaces):
+                if isinstance(namespace, str):
+                    namespaces.append((namespace, self.doc.value_at((*path, "namespaces", i))))
+        self.records.append(
+            QueueRecord(
+                name=name,
+                at=self.doc.value_at((*path, "name")),
+                object=self.object,
+                path=display,
+                parent=parent,
+                parent_at=parent_at,
+                nested=nested,
+                quota=self._amounts(item, path, "quota"),
+                limit=self._amounts(item, path, "limit"),
+                over_quota_weight=self._amounts(item, path, "overQuotaWeight"),
+                priority=priority,
+                priority_at=at,
+                priority_origin=origin,
+                namespaces=tuple(namespaces),
+                namespaces_at=(
+                    self.doc.value_at((*path, "namespaces")) if "namespaces" in item else None
+                ),
+            )
+        )
+        self._children(item, path, name)
+
+    def _children(self, item: dict[str, Any], path: FieldPath, name: str | None) -> None:
+        children = item.get("children")
+        if not isinstance(children, list):
+            return
+        for index, child in enumerate(children):
+            self._queue(child, (*path, "children", index), name, None, nested=name is not None)
+
+
+def _reader(resource: str) -> Any:
+    return lambda value: tree_amount(resource, value)
+
+
+def _raw_queue(doc: Document) -> QueueRecord | None:
+    name = doc.name
+    if name is None:
+        return None
+    spec = doc.data.get("spec")
+    spec = spec if isinstance(spec, dict) else {}
+    parent = spec.get("parentQueue")
+    parent_name = parent if isinstance(parent, str) and parent else None
+    resources = spec.get("resources")
+    has_resources = isinstance(resources, dict)
+    resources = resources if isinstance(resources, dict) else {}
+    amounts: dict[str, dict[str, Amount]] = {"quota": {}, "limit": {}, "overQuotaWeight": {}}
+    for resource in RESOURCES:
+        entry = resources.get(resource)
+        for kind in amounts:
+            field = f"resources.{resource}.{kind}"
+            path: FieldPath = ("spec", "resources", resource, kind)
+            if isinstance(entry, dict) and kind in entry:
+                reader = _weight if kind == "overQuotaWeight" else _kai_reader(resource)
+                amounts[kind][resource] = Amount(reader(entry[kind]), doc.value_at(path), field)
+            else:
+                # KAI reads an omitted number as 0. Without spec.resources at all the schema
+                # check already complains, so the omitted limits are not warned about as well.
+                where = (
+                    doc.key_at(("spec", "resources", resource))
+                    if has_resources
+                    else (doc.value_at(("metadata", "name")))
+                )
+                amounts[kind][resource] = Amount(Fraction(0), where, field, "implied")
+    raw_priority = spec.get("priority", 100)
+    priority = (
+        raw_priority
+        if isinstance(raw_priority, int | float) and not isinstance(raw_priority, bool)
+        else None
+    )
+    return QueueRecord(
+        name=name,
+        at=doc.value_at(("metadata", "name")),
+        object=doc.object_name,
+        path="",
+        parent=parent_name,
+        parent_at=doc.value_at(("spec", "parentQueue")) if parent_name else None,
+        quota=amounts["quota"],
+        limit=amounts["limit"],
+        over_quota_weight=amounts["overQuotaWeight"],
+        priority=priority,
+        priority_at=doc.value_at(("spec", "priority")) if "priority" in spec else None,
+        priority_origin="set" if "priority" in spec else "implied",
+        kai_queue=True,
+        warn_omitted_limits=has_resources,
+    )
+
+
+def _kai_reader(resource: str) -> Any:
+    return lambda value: _kai_amount(resource, value)
+
+
+def records_from_documents(documents: list[Document]) -> list[QueueRecord]:
+    """Every queue of the QueueTrees and KAI Queues among ``documents``."""
+    records: list[QueueRecord] = []
+    for doc in documents:
+        identity = (doc.api_version, doc.kind)
+        if identity == QUEUE_TREE:
+            records.extend(_TreeReader(doc).read())
+        elif identity == RAW_QUEUE:
+            record = _raw_queue(doc)
+            if record is not None:
+                records.append(record)
+    return records

@@ -1,0 +1,557 @@
+"""The hierarchy rules of ``gitops-format.md``, over plain queue records: no I/O, no YAML.
+
+Every queue to check together (QueueTree queues and raw KAI Queues alike) comes in as a
+:class:`QueueRecord`: its name, its parent, its effective quota / limit / over-quota weight per
+resource as exact numbers in base units (GPU devices, CPU cores, memory bytes), and the
+:class:`~kai.gitops.problems.Source` where each value is written. :func:`check_queues` returns the
+problems of the rules ``name``, ``parent-exists``, ``cycle``, ``values``, ``limit-below-quota``,
+``children-quota-sum``, ``child-quota-over-parent-limit``, ``child-limit-over-parent-limit``,
+``namespaces-on-leaf`` and (given a capacity) ``over-capacity``.
+
+``kai validate`` builds the records from YAML (:mod:`kai.gitops.queue_records`); the admission
+webhook builds them from API objects. The rules never see where the numbers came from, which is
+what lets both callers share them. Comparisons are exact (:class:`fractions.Fraction`): the
+rounding to KAI's millicores and megabytes happens only when objects are rendered.
+
+The meaning of -1: a quota of -1 is "the parent's whole share", a limit of -1 is "no cap".
+"""
+
+from __future__ import annotations
+
+import difflib
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from fractions import Fraction
+from typing import Literal
+
+from kai.gitops.problems import Problem, Severity, Source
+
+__all__ = [
+    "RESOURCES",
+    "Amount",
+    "QueueRecord",
+    "check_queues",
+    "format_amount",
+]
+
+RESOURCES: tuple[str, ...] = ("gpu", "cpu", "memory")
+UNLIMITED = Fraction(-1)
+DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+
+Origin = Literal["set", "default", "implied"]
+
+
+@dataclass(frozen=True)
+class Amount:
+    """One effective number of a queue (a quota, limit or weight of one resource).
+
+    ``value`` is exact, in base units (GPU devices, CPU cores, memory bytes), or None when the
+    written value could not be read (its own problem is reported by the schema check).
+    ``origin`` says where the value comes from: ``set`` on the queue, a tree ``default``, or
+    ``implied`` (nothing written: the documented default applies). ``at`` is where it is written
+    (for an implied value: the queue's entry). ``field`` is the field path used in messages
+    (``limit.gpu`` for a QueueTree queue, ``resources.gpu.limit`` for a KAI Queue); for a default,
+    ``default_path`` is the path of the default itself (``defaults.limit.gpu``).
+    """
+
+    value: Fraction | None
+    at: Source
+    field: str
+    origin: Origin = "set"
+    default_path: str | None = None
+
+
+@dataclass(frozen=True)
+class QueueRecord:
+    """One queue, as the rules see it.
+
+    ``object`` and ``path`` name it in problems (``QueueTree/research`` and
+    ``queues[0].children[1] (nlp)``; a KAI Queue has ``Queue/nlp`` and an empty path).
+    ``parent_at`` is where the parent reference is written (``spec.parent``, ``parentQueue``);
+    it is None when the parent comes from nesting (``nested``) or there is no parent.
+    ``kai_queue`` marks a raw ``scheduling.run.ai/v2`` Queue, whose omitted limits are warned
+    about (KAI reads them as 0) when ``warn_omitted_limits`` is set. ``priority`` is the
+    written priority (None if unreadable).
+    """
+
+    name: str
+    at: Source
+    object: str
+    path: str
+    parent: str | None = None
+    parent_at: Source | None = None
+    nested: bool = False
+    quota: Mapping[str, Amount] = field(default_factory=dict)
+    limit: Mapping[str, Amount] = field(default_factory=dict)
+    over_quota_weight: Mapping[str, Amount] = field(default_factory=dict)
+    priority: int | float | None = 100
+    priority_at: Source | None = None
+    priority_origin: Origin = "implied"
+    namespaces: tuple[tuple[str, Source], ...] = ()
+    namespaces_at: Source | None = None
+    kai_queue: bool = False
+    warn_omitted_limits: bool = False
+
+    def where(self) -> str:
+        return f"{self.object} {self.path}".strip()
+
+
+# --------------------------------------------------------------------------------------------
+# Formatting
+
+
+def _decimal(value: Fraction) -> str:
+    """Exact decimal text when the value has one, else a short float."""
+    if value.denominator == 1:
+        return str(value.numerator)
+    den = value.denominator
+    for prime in (2, 5):
+        while den % prime == 0:
+            den //= prime
+    if den == 1:
+        text = f"{float(value):.12f}".rstrip("0").rstrip(".")
+        if Fraction(text) == value:
+            return text
+    return f"{float(value):.6g}"
+
+
+_BINARY_SUFFIXES = (
+    ("Ei", 2**60),
+    ("Pi", 2**50),
+    ("Ti", 2**40),
+    ("Gi", 2**30),
+    ("Mi", 2**20),
+    ("Ki", 2**10),
+)
+_DECIMAL_SUFFIXES = (
+    ("E", 10**18),
+    ("P", 10**15),
+    ("T", 10**12),
+    ("G", 10**9),
+    ("M", 10**6),
+    ("k", 10**3),
+)
+
+
+def format_amount(resource: str, value: Fraction) -> str:
+    """A value in Kubernetes notation: ``4``, ``500m``, ``64Gi``, ``-1``."""
+    if value == UNLIMITED:
+        return "-1"
+    if resource == "cpu":
+        if value.denominator == 1:
+            return str(value.numerator)
+        millis = value * 1000
+        return f"{_decimal(millis)}m"
+    if resource == "memory" and value > 0 and value.denominator == 1:
+        number = value.numerator
+        for suffix, unit in _BINARY_SUFFIXES:
+            if number >= unit and number % unit == 0:
+                return f"{number // unit}{suffix}"
+        for suffix, unit in _DECIMAL_SUFFIXES:
+            if number >= unit and number % unit == 0:
+                return f"{number // unit}{suffix}"
+    return _decimal(value)
+
+
+def _origin_note(amount: Amount) -> str:
+    if amount.origin == "default":
+        return " (from spec.defaults)"
+    if amount.origin == "implied":
+        return " (not set)"
+    return ""
+
+
+# --------------------------------------------------------------------------------------------
+# The rules
+
+
+class _Checker:
+    def __init__(self, records: Sequence[QueueRecord]) -> None:
+        self.records = sorted(records, key=lambda r: r.at)
+        self.problems: list[Problem] = []
+        self.first: dict[str, QueueRecord] = {}
+        for record in self.records:
+            self.first.setdefault(record.name, record)
+        self.children: dict[str, list[QueueRecord]] = {}
+        for record in self.records:
+            if record.parent is not None and record.parent in self.first:
+                self.children.setdefault(record.parent, []).append(record)
+
+    def report(
+        self,
+        record: QueueRecord,
+        at: Source,
+        rule: str,
+        message: str,
+        *,
+        field: str | None = None,
+        severity: Severity = "error",
+    ) -> None:
+        path = " ".join(p for p in (record.path, field) if p) or None
+        self.problems.append(
+            Problem.at(at, rule, message, object=record.object, path=path, severity=severity)
+        )
+
+    # name --------------------------------------------------------------------------------
+    def names(self) -> None:
+        seen: dict[str, QueueRecord] = {}
+        for record in self.records:
+            if not DNS_LABEL.match(record.name) or len(record.name) > 63:
+                self.report(
+                    record,
+                    record.at,
+                    "name",
+                    f"queue name {record.name!r} is not a DNS-1123 label: use at most 63 "
+                    "lower-case letters, digits and '-', starting and ending with a letter or "
+                    "digit",
+                    field="metadata.name" if record.kai_queue else "name",
+                )
+            first = seen.get(record.name)
+            if first is None:
+                seen[record.name] = record
+                continue
+            self.report(
+                record,
+                record.at,
+                "name",
+                f"queue name {record.name!r} is already used by {first.where()} "
+                f"({first.at.file}:{first.at.line}); queue names must be unique",
+                field="metadata.name" if record.kai_queue else "name",
+            )
+
+    # parent-exists -------------------------------------------------------------------------
+    def parents(self) -> None:
+        for record in self.records:
+            if record.parent is None or record.nested or record.parent in self.first:
+                continue
+            hint = difflib.get_close_matches(record.parent, list(self.first), n=1)
+            suggestion = f"; did you mean {hint[0]!r}?" if hint else ""
+            field = "parentQueue" if record.kai_queue else "parent"
+            self.report(
+                record,
+                record.parent_at or record.at,
+                "parent-exists",
+                f"parent queue {record.parent!r} does not exist in the documents validated "
+                f"together{suggestion}",
+                field=field,
+            )
+
+    # cycle ---------------------------------------------------------------------------------
+    def cycles(self) -> None:
+        parent_of = {
+            name: record.parent
+            for name, record in self.first.items()
+            if record.parent is not None and record.parent in self.first
+        }
+        done: set[str] = set()
+        for start in sorted(self.first, key=lambda n: self.first[n].at):
+            if start in done:
+                continue
+            trail: list[str] = []
+            position: dict[str, int] = {}
+            node: str | None = start
+            while node is not None and node not in done and node not in position:
+                position[node] = len(trail)
+                trail.append(node)
+                node = parent_of.get(node)
+            if node is not None and node in position:
+                members = trail[position[node] :]
+                head = min(members, key=lambda n: self.first[n].at)
+                turn = members.index(head)
+                ordered = members[turn:] + members[:turn] + [head]
+                record = self.first[head]
+                field = (
+                    "parentQueue" if record.kai_queue else ("parent" if not record.nested else None)
+                )
+                self.report(
+                    record,
+                    record.parent_at or record.at,
+                    "cycle",
+                    f"queue {head!r} is its own ancestor: {' -> '.join(ordered)} "
+                    "(each arrow points to the parent)",
+                    field=field,
+                )
+            done.update(trail)
+
+    # values --------------------------------------------------------------------------------
+    def values(self) -> None:
+        for record in self.records:
+            for kind, amounts in (("quota", record.quota), ("limit", record.limit)):
+                for resource in RESOURCES:
+                    amount = amounts.get(resource)
+                    if amount is None or amount.value is None:
+                        continue
+                    if (
+                        amount.value < 0
+                        and amount.value != UNLIMITED
+                        and amount.origin != "implied"
+                    ):
+                        self._value_problem(
+                            record,
+                            amount,
+                            f"{kind} of {resource} must be -1 (unlimited) or at least 0, got "
+                            f"{format_amount(resource, amount.value)}",
+                        )
+                    if (
+                        kind == "limit"
+                        and record.warn_omitted_limits
+                        and amount.origin == "implied"
+                    ):
+                        self.report(
+                            record,
+                            amount.at,
+                            "values",
+                            f"the {resource} limit is omitted: KAI reads an omitted limit as 0, "
+                            "which allows nothing; write limit: -1 for no limit",
+                            field=amount.field,
+                            severity="warning",
+                        )
+            for resource in RESOURCES:
+                weight = record.over_quota_weight.get(resource)
+                if weight is None or weight.value is None or weight.origin == "implied":
+                    continue
+                if weight.value < 0:
+                    self._value_problem(
+                        record,
+                        weight,
+                        f"overQuotaWeight of {resource} must be 0 or more, got "
+                        f"{_decimal(weight.value)}",
+                    )
+            if (
+                isinstance(record.priority, float)
+                and record.priority_origin != "implied"
+                and record.priority_at is not None
+            ):
+                problem = Problem.at(
+                    record.priority_at,
+                    "values",
+                    f"priority must be an integer, got {record.priority!r}",
+                    object=record.object,
+                    path=(
+                        "defaults.priority"
+                        if record.priority_origin == "default"
+                        else " ".join(p for p in (record.path, "priority") if p)
+                    ),
+                )
+                self.problems.append(problem)
+
+    def _value_problem(self, record: QueueRecord, amount: Amount, message: str) -> None:
+        if amount.origin == "default" and amount.default_path:
+            # Reported once for the tree, not once per queue that inherits it.
+            self.problems.append(
+                Problem.at(
+                    amount.at, "values", message, object=record.object, path=amount.default_path
+                )
+            )
+        else:
+            self.report(record, amount.at, "values", message, field=amount.field)
+
+    # limit-below-quota ---------------------------------------------------------------------
+    def limits(self) -> None:
+        for record in self.records:
+            for resource in RESOURCES:
+                quota = record.quota.get(resource)
+                limit = record.limit.get(resource)
+                if quota is None or limit is None or quota.value is None or limit.value is None:
+                    continue
+                if limit.value == UNLIMITED or not _valid(limit.value) or not _valid(quota.value):
+                    continue
+                if quota.value != UNLIMITED and quota.value <= limit.value:
+                    continue
+                # Point at the limit when the queue writes it, else at its own quota.
+                target = limit if limit.origin == "set" or quota.origin != "set" else quota
+                shown_limit = format_amount(resource, limit.value) + _origin_note(limit)
+                if quota.value == UNLIMITED:
+                    message = (
+                        f"quota -1 (the parent's whole share) with a finite limit "
+                        f"{shown_limit}; give a finite quota or set the limit to -1"
+                    )
+                else:
+                    message = (
+                        f"limit {shown_limit} is below quota "
+                        f"{format_amount(resource, quota.value)}{_origin_note(quota)}"
+                    )
+                self.report(record, target.at, "limit-below-quota", message, field=target.field)
+
+    # children-quota-sum, child-quota-over-parent-limit, child-limit-over-parent-limit -------
+    def children_rules(self) -> None:
+        for parent_name, kids in self.children.items():
+            parent = self.first[parent_name]
+            for resource in RESOURCES:
+                self._quota_sum(parent, kids, resource)
+                self._against_parent_limit(parent, kids, resource)
+
+    def _quota_sum(self, parent: QueueRecord, kids: list[QueueRecord], resource: str) -> None:
+        quota = parent.quota.get(resource)
+        if quota is None or quota.value is None or quota.value == UNLIMITED:
+            return
+        if not _valid(quota.value):
+            return
+        total = Fraction(0)
+        parts: list[str] = []
+        for kid in kids:
+            amount = kid.quota.get(resource)
+            if amount is None or amount.value is None or not _valid(amount.value):
+                continue
+            share = quota.value if amount.value == UNLIMITED else amount.value
+            total += share
+            if amount.value != 0:
+                shown = "-1" if amount.value == UNLIMITED else format_amount(resource, share)
+                parts.append(f"{kid.name} {shown}")
+        if total <= quota.value:
+            return
+        self.report(
+            parent,
+            quota.at,
+            "children-quota-sum",
+            f"the children's {resource} quotas sum to {format_amount(resource, total)} "
+            f"({', '.join(parts)}), more than {parent.name}'s quota "
+            f"{format_amount(resource, quota.value)}{_origin_note(quota)}"
+            + (
+                "; a child quota of -1 counts as the parent's whole quota"
+                if any(p.endswith(" -1") for p in parts)
+                else ""
+            ),
+            field=quota.field,
+        )
+
+    def _against_parent_limit(
+        self, parent: QueueRecord, kids: list[QueueRecord], resource: str
+    ) -> None:
+        limit = parent.limit.get(resource)
+        if limit is None or limit.value is None or limit.value == UNLIMITED:
+            return
+        if not _valid(limit.value):
+            return
+        shown_limit = format_amount(resource, limit.value) + _origin_note(limit)
+        for kid in kids:
+            quota = kid.quota.get(resource)
+            if quota is not None and quota.value is not None and _valid(quota.value):
+                if quota.value == UNLIMITED:
+                    self.report(
+                        kid,
+                        quota.at,
+                        "child-quota-over-parent-limit",
+                        f"quota -1 (the parent's whole share) but parent {parent.name!r} is "
+                        f"capped at limit {shown_limit}",
+                        field=quota.field,
+                    )
+                elif quota.value > limit.value:
+                    self.report(
+                        kid,
+                        quota.at,
+                        "child-quota-over-parent-limit",
+                        f"quota {format_amount(resource, quota.value)}{_origin_note(quota)} is "
+                        f"above the limit {shown_limit} of parent {parent.name!r}",
+                        field=quota.field,
+                    )
+            kid_limit = kid.limit.get(resource)
+            if (
+                kid_limit is not None
+                and kid_limit.value is not None
+                and kid_limit.value != UNLIMITED
+                and _valid(kid_limit.value)
+                and kid_limit.value > limit.value
+            ):
+                self.report(
+                    kid,
+                    kid_limit.at,
+                    "child-limit-over-parent-limit",
+                    f"limit {format_amount(resource, kid_limit.value)}{_origin_note(kid_limit)} "
+                    f"can never be reached: parent {parent.name!r} is capped at {shown_limit}",
+                    field=kid_limit.field,
+                    severity="warning",
+                )
+
+    # namespaces-on-leaf --------------------------------------------------------------------
+    def namespaces(self) -> None:
+        bound: dict[str, QueueRecord] = {}
+        for record in self.records:
+            if (
+                record.namespaces
+                and record.name in self.children
+                and self.first[record.name] is record
+            ):
+                kids = ", ".join(k.name for k in self.children[record.name])
+                self.report(
+                    record,
+                    record.namespaces_at or record.at,
+                    "namespaces-on-leaf",
+                    f"namespaces are allowed only on leaf queues, and {record.name!r} has "
+                    f"children ({kids}); move them to a leaf",
+                    field="namespaces",
+                )
+            for index, (namespace, at) in enumerate(record.namespaces):
+                owner = bound.get(namespace)
+                if owner is None:
+                    bound[namespace] = record
+                    continue
+                self.report(
+                    record,
+                    at,
+                    "namespaces-on-leaf",
+                    f"namespace {namespace!r} is already bound to queue {owner.name!r} "
+                    f"({owner.at.file}:{owner.at.line}); a namespace may feed only one leaf",
+                    field=f"namespaces[{index}]",
+                )
+
+    # over-capacity -------------------------------------------------------------------------
+    def capacity(self, capacity: Mapping[str, tuple[Fraction, Source]]) -> None:
+        tops = [r for r in self.records if r.parent is None and self.first[r.name] is r]
+        for resource in RESOURCES:
+            if resource not in capacity:
+                continue
+            total_capacity, at = capacity[resource]
+            total = Fraction(0)
+            parts: list[str] = []
+            for record in tops:
+                amount = record.quota.get(resource)
+                if amount is None or amount.value is None or not _valid(amount.value):
+                    continue
+                share = total_capacity if amount.value == UNLIMITED else amount.value
+                total += share
+                if amount.value != 0:
+                    shown = "-1" if amount.value == UNLIMITED else format_amount(resource, share)
+                    parts.append(f"{record.name} {shown}")
+            if total > total_capacity:
+                self.problems.append(
+                    Problem.at(
+                        at,
+                        "over-capacity",
+                        f"top-level {resource} quotas sum to {format_amount(resource, total)} "
+                        f"({', '.join(parts)}), more than the cluster's capacity "
+                        f"{format_amount(resource, total_capacity)}",
+                        object=None,
+                        path=resource,
+                        severity="warning",
+                    )
+                )
+
+
+def _valid(value: Fraction) -> bool:
+    """-1 or a non-negative amount; other negatives are `values` problems and skipped here."""
+    return value == UNLIMITED or value >= 0
+
+
+def check_queues(
+    records: Iterable[QueueRecord],
+    *,
+    capacity: Mapping[str, tuple[Fraction, Source]] | None = None,
+) -> list[Problem]:
+    """Every hierarchy problem of the queues, in no particular order.
+
+    ``capacity`` maps a resource to the cluster's amount (base units) and where it is written;
+    given, the top-level quotas are checked against it (``over-capacity`` warnings).
+    """
+    checker = _Checker(list(records))
+    checker.names()
+    checker.parents()
+    checker.cycles()
+    checker.values()
+    checker.limits()
+    checker.children_rules()
+    checker.namespaces()
+    if capacity:
+        checker.capacity(capacity)
+    return checker.problems

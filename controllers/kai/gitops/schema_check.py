@@ -1,0 +1,410 @@
+"""Document identity (``document`` rule) and JSON Schema validation (``schema`` rule).
+
+Each document of the groups ``gitops.kai.scheduler``, ``scheduling.run.ai`` and ``kai.scheduler``
+must be a mapping with ``apiVersion``, ``kind`` and ``metadata.name`` naming a kind this project
+knows (:mod:`kai.api.registry`); documents of other groups are skipped. Known documents are
+checked against the kind's JSON Schema (the one committed under ``schemas/``), and every schema
+error becomes one problem at the line and column of the offending value (for an unknown field:
+its key), with a message in plain words.
+
+Precedence: values that a specific hierarchy rule judges (queue names, quota / limit / weight
+numbers, priorities, parent references) are left to that rule, so ``-2`` is reported once, as
+``values``, and ``Research`` once, as ``name``.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+from collections.abc import Iterator
+from typing import Any
+
+from kai.api.quantity import QuantityError, parse_quantity
+from kai.gitops.loader import Document, FieldPath, format_path
+from kai.gitops.problems import Problem
+
+__all__ = ["OUR_GROUPS", "check_documents", "is_ours"]
+
+OUR_GROUPS = ("gitops.kai.scheduler", "scheduling.run.ai", "kai.scheduler")
+
+_RESOURCE_FIELDS = ("quota", "limit", "overQuotaWeight")
+
+
+def _group(api_version: str) -> str:
+    return api_version.rsplit("/", 1)[0] if "/" in api_version else ""
+
+
+def is_ours(doc: Document) -> bool:
+    """Whether the document belongs to one of the groups ``kai validate`` checks."""
+    return doc.api_version is not None and _group(doc.api_version) in OUR_GROUPS
+
+
+def _describe(value: Any) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return f"the boolean {str(value).lower()}"
+    if isinstance(value, int | float):
+        return f"the number {value}"
+    if isinstance(value, str):
+        return f"the string {value!r}"
+    if isinstance(value, dict):
+        return "a mapping"
+    if isinstance(value, list):
+        return "a list"
+    return type(value).__name__
+
+
+_TYPE_WORDS = {
+    "string": "a string",
+    "number": "a number",
+    "integer": "an integer",
+    "boolean": "true or false",
+    "object": "a mapping",
+    "array": "a list",
+    "null": "null",
+}
+
+
+def _pattern_words(pattern: str) -> str:
+    from kai.api import types
+
+    known = {
+        types.DNS_LABEL_PATTERN: "a DNS-1123 label (lower-case letters, digits and '-', "
+        "starting and ending with a letter or digit)",
+        types.DURATION_PATTERN: "a duration such as 90s, 10m or 1h30m",
+        types.LABEL_KEY_PATTERN: "a label key such as topology.kubernetes.io/zone",
+    }
+    if pattern in known:
+        return known[pattern]
+    if "y|w|d|h|m|s|ms" in pattern:
+        return "a Prometheus range such as 1w, 7d or 12h"
+    if "[-A-Za-z0-9_.]" in pattern and "/" not in pattern:
+        return "a label value (letters, digits, '-', '_' and '.', at most 63)"
+    return f"of the form {pattern}"
+
+
+# --------------------------------------------------------------------------------------------
+# Precedence: values judged by a specific rule
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+def _quantity_like(value: Any) -> bool:
+    if _is_number(value):
+        return True
+    if isinstance(value, str):
+        try:
+            parse_quantity(value)
+        except QuantityError:
+            return False
+        return True
+    return False
+
+
+def _queue_item_tail(path: FieldPath) -> FieldPath | None:
+    """For a path inside a QueueTree queue entry, the part after the entry; else None."""
+    if len(path) < 3 or path[:2] != ("spec", "queues") or not isinstance(path[2], int):
+        return None
+    rest = path[3:]
+    while len(rest) >= 2 and rest[0] == "children" and isinstance(rest[1], int):
+        rest = rest[2:]
+    return rest
+
+
+def _owned_by_rule(kind: str | None, path: FieldPath, value: Any) -> bool:
+    if kind == "QueueTree":
+        if path == ("spec", "parent"):
+            return isinstance(value, str)
+        tail = _queue_item_tail(path)
+        if tail is None and len(path) >= 2 and path[:2] == ("spec", "defaults"):
+            tail = path[2:]
+        if tail is None:
+            return False
+        if tail == ("name",):
+            return isinstance(value, str)
+        if tail == ("priority",):
+            return _is_number(value)
+        if len(tail) == 2 and tail[0] in _RESOURCE_FIELDS:
+            if tail[0] == "overQuotaWeight" or tail[1] == "gpu":
+                return _is_number(value)
+            return _quantity_like(value)
+        return False
+    if kind == "Queue":
+        if path == ("metadata", "name") or path == ("spec", "parentQueue"):
+            return isinstance(value, str)
+        if path == ("spec", "priority"):
+            return _is_number(value)
+        if len(path) == 4 and path[:2] == ("spec", "resources") and path[3] in _RESOURCE_FIELDS:
+            return _is_number(value)
+    return False
+
+
+# --------------------------------------------------------------------------------------------
+# Schema errors in words
+
+
+@functools.cache
+def _validator(api_version: str, kind: str) -> Any:
+    from jsonschema import Draft202012Validator
+
+    from kai.api import registry
+
+    info = registry.lookup(api_version, kind)
+    assert info is not None
+    return Draft202012Validator(registry.json_schema(info))
+
+
+def _value(data: Any, path: FieldPath) -> Any:
+    for part in path:
+        data = data[part]
+    return data
+
+
+def _branch_errors(error: Any) -> dict[int, list[Any]]:
+    branches: dict[int, list[Any]] = {}
+    for sub in error.context or ():
+        branches.setdefault(int(sub.relative_schema_path[0]), []).append(sub)
+    return branches
+
+
+def _leaf_errors(error: Any) -> Iterator[Any]:
+    """Resolve anyOf/oneOf errors to the errors of the branch that fits the value best."""
+    if error.validator not in ("anyOf", "oneOf") or not error.context:
+        yield error
+        return
+    branches = _branch_errors(error)
+    options = error.validator_value
+    live = {
+        i: errs
+        for i, errs in branches.items()
+        if not (isinstance(options[i], dict) and options[i].get("type") == "null")
+    }
+    if not live:
+        yield error
+        return
+    # Branches that fail only because the value has another type do not fit at all.
+    fitting = {
+        i: errs
+        for i, errs in live.items()
+        if not any(
+            e.validator == "type" and list(e.absolute_path) == list(error.absolute_path)
+            for e in errs
+        )
+    }
+    if not fitting:
+        types: list[str] = []
+        for i in sorted(live):
+            for sub in live[i]:
+                if sub.validator == "type":
+                    wanted = sub.validator_value
+                    for t in wanted if isinstance(wanted, list) else [wanted]:
+                        word = _TYPE_WORDS.get(str(t), str(t))
+                        if word not in types:
+                            types.append(word)
+        error.kai_expected = types
+        yield error
+        return
+    best = min(fitting)
+    for sub in fitting[best]:
+        yield from _leaf_errors(sub)
+
+
+def _error_problems(doc: Document, error: Any) -> Iterator[tuple[FieldPath, str, str]]:
+    """(path, where to point: "value" / "key" / "parent", message) for one jsonschema error."""
+    path: FieldPath = tuple(error.absolute_path)
+    value = error.instance
+    validator = error.validator
+    if validator in ("anyOf", "oneOf"):
+        expected = getattr(error, "kai_expected", None)
+        if expected:
+            yield path, "value", f"expected {' or '.join(expected)}, got {_describe(value)}"
+        else:
+            yield path, "value", f"{_describe(value)} does not fit any allowed form"
+        return
+    if validator in ("additionalProperties", "unevaluatedProperties") and isinstance(value, dict):
+        schema = error.schema
+        allowed = sorted(schema.get("properties", {}))
+        patterns = list(schema.get("patternProperties", {}))
+        for key in value:
+            if key in allowed or any(re.search(p, key) for p in patterns):
+                continue
+            hint = f"; allowed here: {', '.join(allowed)}" if allowed and len(allowed) <= 14 else ""
+            yield (*path, key), "key", f"unknown field {key!r}{hint}"
+        return
+    if validator == "required" and isinstance(value, dict):
+        for name in error.validator_value:
+            if name not in value:
+                yield (*path, name), "parent", f"missing required field {name!r}"
+        return
+    if validator == "type":
+        wanted = error.validator_value
+        wanted = wanted if isinstance(wanted, list) else [wanted]
+        names = [str(t) for t in wanted if t != "null" or value is None]
+        yield (
+            path,
+            "value",
+            f"expected {' or '.join(_TYPE_WORDS.get(t, t) for t in names)}, got {_describe(value)}",
+        )
+        return
+    if validator == "pattern":
+        from kai.api.quantity import QUANTITY_PATTERN
+
+        if error.validator_value == QUANTITY_PATTERN:
+            try:
+                parse_quantity(value)
+                message = f"{value!r} is not a Kubernetes quantity"
+            except QuantityError as exc:
+                message = str(exc)
+            yield path, "value", message
+            return
+        yield path, "value", f"{value!r} is not {_pattern_words(error.validator_value)}"
+        return
+    if validator == "enum":
+        options = ", ".join(repr(v) for v in error.validator_value)
+        yield path, "value", f"{_describe(value)} is not allowed; expected one of: {options}"
+        return
+    if validator == "const":
+        yield path, "value", f"expected {error.validator_value!r}, got {_describe(value)}"
+        return
+    if validator in ("minimum", "exclusiveMinimum", "maximum", "exclusiveMaximum"):
+        bound = {
+            "minimum": "at least",
+            "exclusiveMinimum": "more than",
+            "maximum": "at most",
+            "exclusiveMaximum": "less than",
+        }[validator]
+        yield path, "value", f"must be {bound} {error.validator_value}, got {value}"
+        return
+    if validator in ("minLength", "maxLength"):
+        size = "at least" if validator == "minLength" else "at most"
+        yield path, "value", f"must be {size} {error.validator_value} characters long"
+        return
+    if validator in ("minItems", "maxItems"):
+        count = "at least" if validator == "minItems" else "at most"
+        yield path, "value", f"must have {count} {error.validator_value} entries, has {len(value)}"
+        return
+    if validator == "uniqueItems":
+        yield path, "value", "entries must be unique"
+        return
+    yield path, "value", str(error.message)
+
+
+def _schema_problems(doc: Document) -> list[Problem]:
+    validator = _validator(doc.api_version or "", doc.kind or "")
+    problems: list[Problem] = []
+    for top in validator.iter_errors(doc.data):
+        for error in _leaf_errors(top):
+            for path, point, message in _error_problems(doc, error):
+                try:
+                    value = _value(doc.data, path)
+                except (KeyError, IndexError, TypeError):
+                    value = None
+                if _owned_by_rule(doc.kind, path, value):
+                    continue
+                if point == "key":
+                    where = doc.key_at(path)
+                elif point == "parent":  # a missing field: the mapping that lacks it
+                    where = doc.key_at(path[:-1]) if path[:-1] else doc.value_at(())
+                else:
+                    where = doc.value_at(path)
+                problems.append(
+                    Problem.at(
+                        where,
+                        "schema",
+                        message,
+                        object=doc.object_name,
+                        path=_field_path(path) or None,
+                    )
+                )
+    return problems
+
+
+def _field_path(path: FieldPath) -> str:
+    """Field path as problems show it: relative to ``spec`` (``queues[0].quota.gpu``)."""
+    if path and path[0] == "spec":
+        path = path[1:]
+    return format_path(path)
+
+
+# --------------------------------------------------------------------------------------------
+# The document rule
+
+
+def check_documents(documents: list[Document]) -> tuple[list[Document], list[Problem]]:
+    """The known documents of our groups (to check further) and the problems found so far."""
+    from kai.api import registry
+
+    known: list[Document] = []
+    problems: list[Problem] = []
+    for doc in documents:
+        start = doc.value_at(())
+        if not isinstance(doc.data, dict):
+            problems.append(
+                Problem.at(
+                    start,
+                    "document",
+                    f"a document must be a mapping with apiVersion, kind and metadata; "
+                    f"got {_describe(doc.data)}",
+                )
+            )
+            continue
+        missing = [k for k in ("apiVersion", "kind") if not isinstance(doc.data.get(k), str)]
+        if missing:
+            problems.append(
+                Problem.at(
+                    start,
+                    "document",
+                    f"missing {' and '.join(missing)}: every document needs apiVersion and kind",
+                    object=doc.object_name if doc.name or doc.kind else None,
+                )
+            )
+            continue
+        api_version, kind = doc.api_version or "", doc.kind or ""
+        group = _group(api_version)
+        if group not in OUR_GROUPS:
+            continue
+        info = registry.lookup(api_version, kind)
+        if info is None:
+            versions = registry.known_versions(group, kind)
+            if versions:
+                problems.append(
+                    Problem.at(
+                        doc.value_at(("apiVersion",)),
+                        "document",
+                        f"unknown version {api_version!r} of kind {kind}; known: "
+                        + ", ".join(f"{group}/{v}" for v in versions),
+                        object=doc.object_name,
+                        path="apiVersion",
+                    )
+                )
+            else:
+                kinds = sorted({i.kind for i in registry.all_kinds() if i.group == group})
+                problems.append(
+                    Problem.at(
+                        doc.value_at(("kind",)),
+                        "document",
+                        f"unknown kind {kind!r} in group {group}; known kinds: " + ", ".join(kinds),
+                        object=doc.object_name,
+                        path="kind",
+                    )
+                )
+            continue
+        if doc.name is None:
+            meta = doc.data.get("metadata")
+            where = doc.value_at(("metadata",)) if isinstance(meta, dict) else start
+            problems.append(
+                Problem.at(
+                    where,
+                    "document",
+                    "missing metadata.name: every document needs a name",
+                    object=doc.object_name,
+                    path="metadata.name",
+                )
+            )
+            continue
+        known.append(doc)
+        problems.extend(_schema_problems(doc))
+    return known, problems
