@@ -26,6 +26,7 @@ from __future__ import annotations
 from typing import Any
 
 from kai.api.base import TopLevelObject
+from kai.api.structural import structural_problems
 from kai.api.types import QUANTITY_PATTERN
 
 __all__ = ["RECURSION_DEPTH", "CRDError", "crd_manifest", "structural_schema"]
@@ -228,6 +229,9 @@ def structural_schema(schema: dict[str, Any]) -> dict[str, Any]:
             del props[key]["description"]
     root.pop("x-kubernetes-preserve-unknown-fields", None)
     result: dict[str, Any] = _sorted(root)
+    problems = structural_problems(result)
+    if problems:
+        raise CRDError("the CRD schema is not structural: " + "; ".join(problems))
     return result
 
 

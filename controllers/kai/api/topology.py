@@ -37,12 +37,12 @@ _LEVEL_RULES = cel_rules(
         f"{HOSTNAME_LABEL} may only be the last (lowest) level",
     ),
     cel(
-        "self.all(l, !has(l.alias)"
-        " || self.filter(m, has(m.alias) && m.alias == l.alias).size() == 1)",
+        "self.filter(l, has(l.alias))"
+        ".all(l, self.filter(m, has(m.alias) && m.alias == l.alias).size() == 1)",
         "each alias may appear only once",
     ),
     cel(
-        "self.all(l, !has(l.alias) || !self.exists(m, m.nodeLabel == l.alias))",
+        "self.filter(l, has(l.alias)).all(l, !self.exists(m, m.nodeLabel == l.alias))",
         "an alias must not be equal to any nodeLabel of the same Topology",
     ),
 )
