@@ -1,0 +1,15 @@
+"""Scheduler actions, one module per verb, registered by name."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+from kai.scheduler.actions.allocate import allocate
+
+if TYPE_CHECKING:
+    from kai.scheduler.session import Session
+
+ACTIONS: dict[str, Callable[[Session], None]] = {
+    "allocate": allocate,
+}

@@ -1,0 +1,116 @@
+"""JobsOrderByQueues (KAI-FACTS §3.8): repeatedly pop the best job of the best leaf queue.
+
+Sibling queues are compared level by level with the fair-share package's ``compare_queues``,
+given the request of each side's best job. A leaf holds its jobs in a heap on the job order key.
+After a pop or a push only the queues on that leaf's path are re-evaluated; the best child of
+every other queue is cached.
+
+Queue depth per action keeps the best ``depth`` jobs of each leaf (KAI drops an arbitrary heap
+slot, KAI-FACTS §13 item 21; keeping the best is the deterministic reading of its intent).
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+from collections.abc import Callable, Iterable
+
+from kai.scheduler.fairshare.resources import Vector
+from kai.scheduler.jobs import JobInfo
+from kai.scheduler.queues import QueueInfo
+
+CompareQueues = Callable[[str, str, Vector, Vector], int]
+JobKey = Callable[[JobInfo], tuple[object, ...]]
+JobRequest = Callable[[JobInfo], Vector]
+
+
+class _QueueNode:
+    __slots__ = ("best", "children", "dirty", "heap", "name", "parent")
+
+    def __init__(self, name: str, parent: _QueueNode | None) -> None:
+        self.name = name
+        self.parent = parent
+        self.children: list[_QueueNode] = []
+        self.heap: list[tuple[tuple[object, ...], int, JobInfo]] = []
+        self.dirty = True
+        self.best: _QueueNode | None = None
+
+
+class JobsOrderByQueues:
+    def __init__(
+        self,
+        roots: Iterable[QueueInfo],
+        jobs: Iterable[JobInfo],
+        compare: CompareQueues,
+        job_key: JobKey,
+        job_request: JobRequest,
+        depth: int | None = None,
+    ) -> None:
+        self._compare = compare
+        self._job_key = job_key
+        self._job_request = job_request
+        self._seq = itertools.count()
+        self._leaves: dict[str, _QueueNode] = {}
+        self._root = _QueueNode("", None)
+
+        def build(info: QueueInfo, parent: _QueueNode) -> None:
+            node = _QueueNode(info.name, parent)
+            parent.children.append(node)
+            if info.is_leaf:
+                self._leaves[info.name] = node
+            for child in sorted(info.children, key=lambda q: q.name):
+                build(child, node)
+
+        for root in sorted(roots, key=lambda q: q.name):
+            build(root, self._root)
+        by_leaf: dict[str, list[JobInfo]] = {}
+        for job in jobs:
+            by_leaf.setdefault(job.queue, []).append(job)
+        for name, members in by_leaf.items():
+            leaf = self._leaves[name]
+            entries = sorted((job_key(job), job.uid, job) for job in members)
+            if depth is not None:
+                entries = entries[: max(depth, 0)]
+            leaf.heap = [(key, next(self._seq), job) for key, _, job in entries]
+            heapq.heapify(leaf.heap)
+
+    def push(self, job: JobInfo) -> None:
+        leaf = self._leaves[job.queue]
+        heapq.heappush(leaf.heap, (self._job_key(job), next(self._seq), job))
+        self._mark(leaf)
+
+    def pop(self) -> JobInfo | None:
+        leaf = self._best_leaf(self._root)
+        if leaf is None:
+            return None
+        _, _, job = heapq.heappop(leaf.heap)
+        self._mark(leaf)
+        return job
+
+    def _mark(self, node: _QueueNode | None) -> None:
+        while node is not None:
+            node.dirty = True
+            node = node.parent
+
+    def _best_leaf(self, node: _QueueNode) -> _QueueNode | None:
+        if not node.dirty:
+            return node.best
+        node.dirty = False
+        if not node.children:
+            node.best = node if node.heap else None
+            return node.best
+        winner: _QueueNode | None = None
+        winner_leaf: _QueueNode | None = None
+        for child in node.children:
+            leaf = self._best_leaf(child)
+            if leaf is None:
+                continue
+            if winner is None or winner_leaf is None:
+                winner, winner_leaf = child, leaf
+                continue
+            request = self._job_request(leaf.heap[0][2])
+            winner_request = self._job_request(winner_leaf.heap[0][2])
+            if self._compare(child.name, winner.name, request, winner_request) < 0:
+                winner, winner_leaf = child, leaf
+        node.best = winner_leaf
+        return winner_leaf

@@ -1,0 +1,330 @@
+"""Choosing a node (and shared devices) for a task.
+
+Tasks with the same request and constraints form an equivalence class. A class keeps, for every
+node, whether the task fits now and after releases, and its score; between two uses only the
+nodes touched in between (:attr:`NodeTable.touched`) are recomputed. The best node is the
+``argmax`` of the class's key array (score, or -inf where the task cannot go); nodes are in name
+order, so ties go to the lowest name.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from kai.scheduler import predicates, scoring
+from kai.scheduler.gpu_sharing import choose_devices, new_device_id
+from kai.scheduler.jobs import TaskInfo
+from kai.scheduler.resource_layout import CPU, EPS, GPU, PODS, BoolArray, FloatArray
+from kai.scheduler.snapshot import TaskSpec
+
+if TYPE_CHECKING:
+    from kai.scheduler.session import Session
+
+NEG_INF = -np.inf
+# beyond this many touched rows a full recompute is cheaper than row updates
+_FULL_RECOMPUTE_FRACTION = 0.25
+
+
+@dataclass(frozen=True)
+class Choice:
+    node: int
+    fits_now: bool  # False: the task is pipelined onto releasing resources
+    gpu_groups: tuple[str, ...] = ()
+
+
+def shared_memory(spec: TaskSpec, device_memory: float) -> float:
+    """MiB a shared-GPU task takes on each of its devices."""
+    if spec.gpu.memory_mib is not None:
+        return float(spec.gpu.memory_mib)
+    fraction = spec.gpu.fraction or 0.0
+    return round(fraction * device_memory, 6)
+
+
+def class_key(spec: TaskSpec, request: FloatArray) -> tuple[object, ...]:
+    return (
+        request.tobytes(),
+        spec.gpu,
+        tuple(sorted(spec.node_selector.items())),
+        spec.node_affinity,
+        spec.tolerations,
+        spec.namespace if (spec.pod_affinity or spec.pod_anti_affinity or spec.labels) else "",
+        tuple(sorted(spec.labels.items())),
+        spec.pod_affinity,
+        spec.pod_anti_affinity,
+    )
+
+
+class EqClass:
+    """Cached fit and score of one kind of task against every node."""
+
+    def __init__(self, engine: PlacementEngine, task: TaskInfo, class_id: int) -> None:
+        session = engine.session
+        self.id = class_id
+        nodes = session.nodes
+        spec = task.spec
+        self.engine = engine
+        self.spec = spec
+        self.request = task.request
+        self.columns = np.flatnonzero(task.request > 0)
+        self.shared = spec.gpu.is_shared
+        self.num_devices = spec.gpu.num_devices
+        self.uses_gpu = spec.gpu.whole > 0 or self.shared or spec.gpu.is_mig
+        size = len(nodes)
+        self.taint = predicates.taint_mask(nodes, spec.tolerations)
+        self.affinity = predicates.affinity_mask(
+            engine.labels, spec.node_selector, spec.node_affinity, size
+        )
+        self.gpu_type = predicates.gpu_type_masks(nodes, spec)
+        static = nodes.schedulable & self.taint & self.affinity
+        for _, mask in self.gpu_type:
+            static = static & mask
+        self.static: BoolArray = static
+        self.has_pod_affinity = bool(spec.pod_affinity or spec.pod_anti_affinity)
+        if self.shared and spec.gpu.memory_mib is not None:
+            self.memory: FloatArray = np.full(size, float(spec.gpu.memory_mib))
+        elif self.shared:
+            fraction = spec.gpu.fraction or 0.0
+            self.memory = np.round(fraction * nodes.gpu_memory, 6)
+        else:
+            self.memory = np.zeros(size)
+        config = session.config
+        if self.uses_gpu:
+            self.strategy = config.placement_gpu
+            self.score_column = GPU
+        else:
+            self.strategy = config.placement_cpu
+            self.score_column = CPU
+        self.sharing_bonus = self.shared and config.placement_gpu == "binpack"
+        self.type_bonus = (
+            np.where(nodes.cpu_only, scoring.RESOURCE_TYPE, 0.0) if not self.uses_gpu else None
+        )
+        self.fits_future: BoolArray = np.zeros(size, dtype=bool)
+        self.fits_now: BoolArray = np.zeros(size, dtype=bool)
+        self.key: FloatArray = np.full(size, NEG_INF)
+        self.synced = 0
+        self.explained_at = -1
+        self.explanation: dict[str, int] = {}
+        self._recompute(np.arange(size))
+        self.synced = len(nodes.touched)
+
+    # ------------------------------------------------------------------ fit and score
+    def sync(self) -> None:
+        touched = self.engine.session.nodes.touched
+        if self.synced == len(touched):
+            return
+        new = touched[self.synced :]
+        size = len(self.static)
+        if len(new) > _FULL_RECOMPUTE_FRACTION * size:
+            rows = np.arange(size)
+        else:
+            rows = np.unique(np.fromiter(new, dtype=np.intp, count=len(new)))
+        self._recompute(rows)
+        self.synced = len(touched)
+
+    def _recompute(self, rows: np.ndarray) -> None:
+        nodes = self.engine.session.nodes
+        cols = self.columns
+        idle = nodes.idle[rows]
+        releasing = nodes.releasing[rows]
+        future = idle + releasing
+        need = self.request[cols] - EPS
+        fut_ok = (future[:, cols] >= need).all(axis=1)
+        now_ok = fut_ok & (idle[:, cols] >= need).all(axis=1)
+        bonus = np.zeros(len(rows))
+        if self.shared:
+            fut_ok, now_ok, dev_future = self._shared_fit(rows, idle, future, fut_ok, now_ok)
+            if self.sharing_bonus:
+                bonus += np.where(dev_future, scoring.GPU_SHARING, 0.0)
+        col = self.score_column
+        bonus += scoring.placement(
+            self.strategy,
+            future[:, col],
+            nodes.allocatable[rows, col],
+            float(nodes.max_capacity[col]) if len(nodes) else 0.0,
+        )
+        bonus += np.where(now_ok, scoring.AVAILABILITY, 0.0)
+        if self.type_bonus is not None:
+            bonus += self.type_bonus[rows]
+        self.fits_future[rows] = fut_ok
+        self.fits_now[rows] = now_ok
+        self.key[rows] = np.where(fut_ok & self.static[rows], bonus, NEG_INF)
+
+    def _shared_fit(
+        self,
+        rows: np.ndarray,
+        idle: FloatArray,
+        future: FloatArray,
+        fut_ok: BoolArray,
+        now_ok: BoolArray,
+    ) -> tuple[BoolArray, BoolArray, BoolArray]:
+        nodes = self.engine.session.nodes
+        memory = self.memory[rows]
+        need = memory - EPS
+        now_cap = np.minimum(idle, future)
+        slot_future = (
+            (future[:, GPU] >= 1 - EPS)
+            & (future[:, PODS] >= 2 - EPS)
+            & (nodes.gpu_memory[rows] >= need)
+        )
+        slot_now = slot_future & (now_cap[:, GPU] >= 1 - EPS) & (now_cap[:, PODS] >= 2 - EPS)
+        dev_future = nodes.dev_free_future[rows] >= need
+        dev_now = nodes.dev_free_now[rows] >= need
+        if self.num_devices == 1:
+            return fut_ok & (dev_future | slot_future), now_ok & (dev_now | slot_now), dev_future
+        # several devices per task: count them exactly (rare, a Python loop over the rows)
+        multi_future = np.zeros(len(rows), dtype=bool)
+        multi_now = np.zeros(len(rows), dtype=bool)
+        for k, node in enumerate(rows):
+            slots_now, slots_future = nodes.whole_slots(int(node))
+            if future[k, PODS] < 2 - EPS:
+                slots_future = 0
+            if now_cap[k, PODS] < 2 - EPS:
+                slots_now = 0
+            picked = choose_devices(
+                nodes.sorted_devices(int(node)),
+                float(memory[k]),
+                self.num_devices,
+                slots_now,
+                slots_future,
+                "none",
+            )
+            multi_future[k] = picked is not None
+            multi_now[k] = picked is not None and all(c.fits_now for c in picked)
+        return fut_ok & multi_future, now_ok & multi_now, dev_future
+
+    # ------------------------------------------------------------------ explanation
+    def explain(
+        self, allowed: BoolArray | None, affinity: tuple[BoolArray, BoolArray] | None
+    ) -> dict[str, int]:
+        nodes = self.engine.session.nodes
+        stamp = len(nodes.touched)
+        if allowed is None and affinity is None and self.explained_at == stamp:
+            return self.explanation
+        self.sync()
+        remaining = np.ones(len(nodes), dtype=bool)
+        counts: dict[str, int] = {}
+
+        def charge(name: str, ok: BoolArray) -> None:
+            nonlocal remaining
+            failing = int(np.count_nonzero(remaining & ~ok))
+            if failing:
+                counts[name] = counts.get(name, 0) + failing
+                remaining = remaining & ok
+
+        charge(predicates.NOT_READY, nodes.ready)
+        charge(predicates.UNSCHEDULABLE, nodes.schedulable)
+        if allowed is not None:
+            charge(predicates.OUTSIDE_DOMAIN, allowed)
+        charge(predicates.TAINT, self.taint)
+        charge(predicates.NODE_AFFINITY, self.affinity)
+        if affinity is not None:
+            charge(predicates.POD_AFFINITY, affinity[0])
+            charge(predicates.POD_ANTI_AFFINITY, affinity[1])
+        for name, mask in self.gpu_type:
+            charge(name, mask)
+        future = nodes.idle + nodes.releasing
+        charge(predicates.TOO_MANY_PODS, future[:, PODS] >= 1 - EPS)
+        layout = nodes.layout
+        for col in self.columns:
+            if col == PODS:
+                continue
+            charge(f"insufficient {layout.names[col]}", future[:, col] >= self.request[col] - EPS)
+        if self.shared:
+            charge(predicates.INSUFFICIENT_SHARED, self.fits_future)
+        if allowed is None and affinity is None:
+            self.explanation = counts
+            self.explained_at = stamp
+        return counts
+
+
+class PlacementEngine:
+    def __init__(self, session: Session) -> None:
+        self.session = session
+        self.labels = predicates.LabelIndex(session.nodes)
+        self.pod_affinity = predicates.PodAffinityIndex(session.nodes, self.labels)
+        self._classes: dict[tuple[object, ...], EqClass] = {}
+        self._by_id: list[EqClass] = []
+
+    def class_of(self, task: TaskInfo) -> EqClass:
+        if task.signature >= 0:
+            return self._by_id[task.signature]
+        key = class_key(task.spec, task.request)
+        cls = self._classes.get(key)
+        if cls is None:
+            cls = EqClass(self, task, len(self._by_id))
+            self._classes[key] = cls
+            self._by_id.append(cls)
+        task.signature = cls.id
+        return cls
+
+    def _affinity(self, task: TaskInfo, cls: EqClass) -> tuple[BoolArray, BoolArray] | None:
+        if not self.session.uses_pod_affinity:
+            return None
+        return self.pod_affinity.masks(task.spec, self.session.placed_for_affinity())
+
+    def choose(self, task: TaskInfo, allowed: BoolArray | None = None) -> Choice | None:
+        """The best node for ``task`` (within ``allowed`` nodes), or None when none fits."""
+        cls = self.class_of(task)
+        cls.sync()
+        key = cls.key
+        affinity = self._affinity(task, cls)
+        if allowed is not None:
+            key = np.where(allowed, key, NEG_INF)
+        if affinity is not None:
+            key = np.where(affinity[0] & affinity[1], key, NEG_INF)
+        while True:
+            if len(key) == 0:
+                return None
+            best = int(np.argmax(key))
+            if key[best] == NEG_INF:
+                return None
+            if not cls.shared:
+                return Choice(best, bool(cls.fits_now[best]))
+            choice = self._shared_choice(task, cls, best)
+            if choice is not None:
+                return choice
+            if key is cls.key:
+                key = key.copy()
+            key[best] = NEG_INF
+
+    def _shared_choice(self, task: TaskInfo, cls: EqClass, node: int) -> Choice | None:
+        nodes = self.session.nodes
+        idle = nodes.idle[node]
+        future = idle + nodes.releasing[node]
+        slots_now, slots_future = nodes.whole_slots(node)
+        if future[PODS] < 2 - EPS:
+            slots_future = 0
+        if min(idle[PODS], future[PODS]) < 2 - EPS:
+            slots_now = 0
+        memory = float(cls.memory[node])
+        picked = choose_devices(
+            nodes.sorted_devices(node),
+            memory,
+            cls.num_devices,
+            slots_now,
+            slots_future,
+            self.session.config.gpu_sharing_placement,
+        )
+        if picked is None:
+            return None
+        taken = set(nodes.devices[node])
+        groups: list[str] = []
+        for pick in picked:
+            if pick.device_id is None:
+                device_id = new_device_id(nodes.names[node], taken)
+                taken.add(device_id)
+                groups.append(device_id)
+            else:
+                groups.append(pick.device_id)
+        cols = cls.columns
+        base_now = bool((np.minimum(idle, future)[cols] >= task.request[cols] - EPS).all())
+        fits_now = base_now and all(pick.fits_now for pick in picked)
+        return Choice(node, fits_now, tuple(groups))
+
+    def explain(self, task: TaskInfo, allowed: BoolArray | None = None) -> str:
+        cls = self.class_of(task)
+        counts = cls.explain(allowed, self._affinity(task, cls))
+        return predicates.summarize(counts, len(self.session.nodes))

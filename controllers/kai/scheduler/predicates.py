@@ -1,0 +1,229 @@
+"""Node filters, vectorised over the node table.
+
+Static filters (readiness, taints, node selector and required node affinity, GPU-type rules)
+depend only on the task's constraints, so an equivalence class computes them once. Pod affinity
+depends on where tasks are placed and is recomputed per task. Resource fit lives in
+:mod:`kai.scheduler.placement` because it changes with every placement.
+
+When a task fits nowhere, :func:`explain` charges every node to the first filter it fails, in
+the fixed order of :data:`PREDICATE_ORDER`, and the message lists the counts.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+
+import numpy as np
+
+from kai.scheduler.nodes import NodeTable
+from kai.scheduler.resource_layout import BoolArray
+from kai.scheduler.snapshot import (
+    NodeSelectorTerm,
+    PodAffinityTerm,
+    Requirement,
+    Taint,
+    TaskSpec,
+    Toleration,
+)
+
+NOT_READY = "node not ready"
+UNSCHEDULABLE = "node unschedulable"
+TAINT = "untolerated taint"
+NODE_AFFINITY = "node affinity mismatch"
+POD_AFFINITY = "pod affinity mismatch"
+POD_ANTI_AFFINITY = "pod anti-affinity conflict"
+OUTSIDE_DOMAIN = "outside the allowed topology domain"
+MIG_ONLY = "MIG instances are only on MIG nodes with the mixed strategy"
+NO_SHARING_ON_MIG = "GPU sharing is not possible on a MIG node"
+NO_GPU_MEMORY = "node has no GPU memory figure for shared GPUs"
+TOO_MANY_PODS = "too many pods"
+INSUFFICIENT_SHARED = "insufficient shared GPU memory"
+
+#: filters in the order in which a failing node is charged to one of them
+PREDICATE_ORDER: tuple[str, ...] = (
+    NOT_READY,
+    UNSCHEDULABLE,
+    OUTSIDE_DOMAIN,
+    TAINT,
+    NODE_AFFINITY,
+    POD_AFFINITY,
+    POD_ANTI_AFFINITY,
+    MIG_ONLY,
+    NO_SHARING_ON_MIG,
+    NO_GPU_MEMORY,
+    TOO_MANY_PODS,
+)
+
+_BLOCKING_EFFECTS = ("NoSchedule", "NoExecute")
+
+
+def tolerates(tolerations: Iterable[Toleration], taint: Taint) -> bool:
+    for tol in tolerations:
+        if tol.effect is not None and tol.effect != taint.effect:
+            continue
+        if tol.operator == "Exists":
+            if tol.key is None or tol.key == taint.key:
+                return True
+        elif tol.key == taint.key and (tol.value or "") == (taint.value or ""):
+            return True
+    return False
+
+
+class LabelIndex:
+    """Per label key, the nodes' values as an object array (None where the label is missing)."""
+
+    def __init__(self, nodes: NodeTable) -> None:
+        self._nodes = nodes
+        self._cache: dict[str, np.ndarray] = {}
+
+    def values(self, key: str) -> np.ndarray:
+        cached = self._cache.get(key)
+        if cached is None:
+            cached = np.array([labels.get(key) for labels in self._nodes.labels], dtype=object)
+            self._cache[key] = cached
+        return cached
+
+    def has(self, key: str) -> BoolArray:
+        return np.not_equal(self.values(key), None)
+
+    def isin(self, key: str, values: Iterable[str]) -> BoolArray:
+        wanted = set(values)
+        return np.fromiter(
+            (v in wanted for v in self.values(key)), dtype=bool, count=len(self._nodes)
+        )
+
+
+def _requirement_mask(index: LabelIndex, req: Requirement) -> BoolArray:
+    op = req.operator
+    if op == "In":
+        return index.isin(req.key, req.values)
+    if op == "NotIn":
+        return ~index.isin(req.key, req.values)
+    if op == "Exists":
+        return index.has(req.key)
+    if op == "DoesNotExist":
+        return ~index.has(req.key)
+    if op in ("Gt", "Lt"):
+        try:
+            bound = int(req.values[0])
+        except (IndexError, ValueError):
+            return np.zeros(len(index.values(req.key)), dtype=bool)
+        out = []
+        for value in index.values(req.key):
+            try:
+                number = int(value) if value is not None else None
+            except ValueError:
+                number = None
+            out.append(number is not None and (number > bound if op == "Gt" else number < bound))
+        return np.array(out, dtype=bool)
+    raise ValueError(
+        f"node affinity operator {op!r} is not one of In, NotIn, Exists, DoesNotExist, Gt, Lt"
+    )
+
+
+def affinity_mask(
+    index: LabelIndex, selector: dict[str, str], terms: Sequence[NodeSelectorTerm], size: int
+) -> BoolArray:
+    """Node selector (every label equal) AND required node affinity (terms ORed, requirements
+    ANDed; an empty term matches nothing, as in Kubernetes)."""
+    mask = np.ones(size, dtype=bool)
+    for key in sorted(selector):
+        mask &= index.isin(key, (selector[key],))
+    if terms:
+        any_term = np.zeros(size, dtype=bool)
+        for term in terms:
+            if not term.requirements:
+                continue
+            term_mask = np.ones(size, dtype=bool)
+            for req in term.requirements:
+                term_mask &= _requirement_mask(index, req)
+            any_term |= term_mask
+        mask &= any_term
+    return mask
+
+
+def taint_mask(nodes: NodeTable, tolerations: Sequence[Toleration]) -> BoolArray:
+    mask = np.ones(len(nodes), dtype=bool)
+    for i, taints in enumerate(nodes.taints):
+        for taint in taints:
+            if taint.effect in _BLOCKING_EFFECTS and not tolerates(tolerations, taint):
+                mask[i] = False
+                break
+    return mask
+
+
+def gpu_type_masks(nodes: NodeTable, task: TaskSpec) -> list[tuple[str, BoolArray]]:
+    """MIG and sharing rules (KAI predicates): MIG requests only on mixed-strategy MIG nodes;
+    shared requests never on MIG nodes and only where the GPU memory is known."""
+    size = len(nodes)
+    out: list[tuple[str, BoolArray]] = []
+    if task.gpu.is_mig:
+        out.append((MIG_ONLY, nodes.mig_mixed.copy()))
+    if task.gpu.is_shared:
+        out.append((NO_SHARING_ON_MIG, ~nodes.is_mig))
+        out.append((NO_GPU_MEMORY, nodes.gpu_memory > 0))
+    if not out:
+        out.append((MIG_ONLY, np.ones(size, dtype=bool)))
+    return out
+
+
+def _matches(labels: dict[str, str], term: PodAffinityTerm) -> bool:
+    return all(labels.get(key) == value for key, value in term.match_labels)
+
+
+class PodAffinityIndex:
+    """Required pod affinity and anti-affinity against the tasks placed now (this session's
+    placements included). Anti-affinity is symmetric, as in Kubernetes: a placed task's
+    anti-affinity term also keeps a matching newcomer out of its domain."""
+
+    def __init__(self, nodes: NodeTable, labels: LabelIndex) -> None:
+        self._nodes = nodes
+        self._labels = labels
+
+    def masks(
+        self, task: TaskSpec, placed: Sequence[tuple[TaskSpec, int]]
+    ) -> tuple[BoolArray, BoolArray]:
+        """(affinity mask, anti-affinity mask) for ``task``; ``placed`` = (spec, node) pairs."""
+        size = len(self._nodes)
+        affinity = np.ones(size, dtype=bool)
+        anti = np.ones(size, dtype=bool)
+        node_labels = self._nodes.labels
+        for term in task.pod_affinity:
+            domains = {
+                node_labels[node].get(term.topology_key)
+                for spec, node in placed
+                if spec.namespace == task.namespace and _matches(spec.labels, term)
+            }
+            domains.discard(None)
+            if not domains and _matches(task.labels, term):
+                # Kubernetes lets the first pod of a self-affine group in anywhere the key exists
+                affinity &= self._labels.has(term.topology_key)
+            else:
+                affinity &= self._labels.isin(term.topology_key, {d for d in domains if d})
+        for term in task.pod_anti_affinity:
+            domains = {
+                node_labels[node].get(term.topology_key)
+                for spec, node in placed
+                if spec.namespace == task.namespace and _matches(spec.labels, term)
+            }
+            domains.discard(None)
+            if domains:
+                anti &= ~self._labels.isin(term.topology_key, {d for d in domains if d})
+        for spec, node in placed:
+            for term in spec.pod_anti_affinity:
+                if spec.namespace != task.namespace or not _matches(task.labels, term):
+                    continue
+                domain = node_labels[node].get(term.topology_key)
+                if domain is not None:
+                    anti &= ~self._labels.isin(term.topology_key, (domain,))
+        return affinity, anti
+
+
+def summarize(counts: dict[str, int], total: int) -> str:
+    """``0/5 nodes are available: 3 nodes: insufficient gpu; 2 nodes: node affinity mismatch``."""
+    rank = {name: i for i, name in enumerate(PREDICATE_ORDER)}
+    parts = sorted(counts.items(), key=lambda item: (-item[1], rank.get(item[0], 99), item[0]))
+    body = "; ".join(f"{n} node{'s' if n != 1 else ''}: {reason}" for reason, n in parts)
+    if total == 0:
+        return "no nodes in the cluster"
+    return f"0/{total} nodes are available: {body}"

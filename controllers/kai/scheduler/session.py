@@ -1,0 +1,265 @@
+"""A scheduling session: the cluster state built from a snapshot, and the entry point.
+
+:func:`run_session` is what ``kai simulate``, ``kai plan`` and the live scheduler call. The
+:class:`Session` owns the node table, jobs, tasks, the fair-share state and the placement
+engine; :meth:`Session.set_placement` is the one function that changes where a task is, so
+node accounting, shared devices, gang counters and queue accounting can never disagree.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from kai.scheduler.errors import IMPLEMENTED_ACTIONS, SnapshotError, UnsupportedActionError
+from kai.scheduler.fairshare.proportion import Proportion
+from kai.scheduler.fairshare.resources import Vector
+from kai.scheduler.gpu_request import queue_gpus
+from kai.scheduler.gpu_sharing import new_device_id
+from kai.scheduler.jobs import ACTIVE, JobInfo, TaskInfo, build_subgroup_tree
+from kai.scheduler.nodes import NodeTable
+from kai.scheduler.ordering import task_order_key
+from kai.scheduler.placement import PlacementEngine, shared_memory
+from kai.scheduler.queues import QueueTree
+from kai.scheduler.resource_layout import ResourceLayout
+from kai.scheduler.result import Reason, SessionResult
+from kai.scheduler.snapshot import PLACED_STATUSES, Snapshot, TaskSpec, TaskStatus
+from kai.scheduler.statement import Operation
+
+QUEUE_DOES_NOT_EXIST = "QueueDoesNotExist"
+
+
+def run_session(snapshot: Snapshot, actions: Sequence[str] | None = None) -> SessionResult:
+    """Open one session on ``snapshot``, run ``actions`` (default ``snapshot.config.actions``) in
+    order and return the raw outcome. Raises :class:`UnsupportedActionError` before anything runs
+    when an action is not implemented."""
+    from kai.scheduler.actions import ACTIONS
+    from kai.scheduler.outcome import build_result
+
+    names = tuple(snapshot.config.actions if actions is None else actions)
+    for name in names:
+        if name not in IMPLEMENTED_ACTIONS or name not in ACTIONS:
+            raise UnsupportedActionError(name)
+    session = Session(snapshot)
+    for name in names:
+        ACTIONS[name](session)
+    return build_result(session)
+
+
+class Session:
+    def __init__(self, snapshot: Snapshot) -> None:
+        self.snapshot = snapshot
+        self.config = snapshot.config
+        specs = [task for job in snapshot.jobs for task in job.tasks]
+        self.layout = ResourceLayout.for_snapshot(snapshot.nodes, specs)
+        self.nodes = NodeTable(snapshot.nodes, self.layout)
+        self.queue_tree = QueueTree(snapshot.queues)
+        gpu_memories = [
+            n.gpu_memory_mib for n in snapshot.nodes if n.gpus > 0 and n.gpu_memory_mib > 0
+        ]
+        self.min_gpu_memory = min(gpu_memories) if gpu_memories else None
+        self.max_gpu_memory = max(gpu_memories) if gpu_memories else None
+        self.job_reasons: dict[str, list[Reason]] = {}
+        self.committed: list[Operation] = []
+        self.jobs: list[JobInfo] = []
+        self.tasks: dict[str, TaskInfo] = {}
+        self.original: dict[str, tuple[TaskStatus, int, tuple[str, ...]]] = {}
+        self._build_jobs()
+        self.uses_pod_affinity = any(
+            t.spec.pod_affinity or t.spec.pod_anti_affinity for t in self.tasks.values()
+        )
+        self._affinity_tasks = [
+            t for t in self.tasks.values() if t.spec.labels or t.spec.pod_anti_affinity
+        ]
+        self._place_initial_tasks()
+        self.proportion = self._build_proportion()
+        self.engine = PlacementEngine(self)
+
+    # ------------------------------------------------------------------ building
+    def _build_jobs(self) -> None:
+        for spec in sorted(self.snapshot.jobs, key=lambda j: j.uid):
+            root, podsets = build_subgroup_tree(spec)
+            job = JobInfo(spec, root, podsets)
+            problem = self.queue_tree.job_queue_problem(spec.queue)
+            if problem is not None:
+                job.queue_ok = False
+                self.job_reasons[spec.uid] = [
+                    Reason(QUEUE_DOES_NOT_EXIST, problem, {"queue": spec.queue})
+                ]
+            lost: list[str] = []
+            for task_spec in sorted(spec.tasks, key=task_order_key):
+                if task_spec.uid in self.tasks:
+                    raise SnapshotError(f"task {task_spec.uid!r} appears twice in the snapshot")
+                leaf = task_spec.subgroup or "default"
+                podset = podsets.get(leaf)
+                if podset is None:
+                    lost.append(task_spec.name)
+                    continue
+                task = TaskInfo(
+                    spec=task_spec,
+                    job=job,
+                    podset=podset,
+                    request=self.layout.task_vector(task_spec),
+                    status=task_spec.status,
+                    order_key=task_order_key(task_spec),
+                )
+                podset.tasks.append(task)
+                job.tasks.append(task)
+                self.tasks[task_spec.uid] = task
+            if lost:
+                self.job_reasons.setdefault(spec.uid, []).append(
+                    Reason(
+                        "PodSchedulingErrors",
+                        f"tasks {', '.join(lost)} name no leaf subgroup of job {spec.name!r}; "
+                        "they are never scheduled",
+                        {"tasks": lost},
+                    )
+                )
+            self.jobs.append(job)
+
+    def _place_initial_tasks(self) -> None:
+        nodes = self.nodes
+        for task in self.tasks.values():
+            spec = task.spec
+            status = task.status
+            if status not in PLACED_STATUSES:
+                task.podset.count(status, +1)
+                self.original[task.uid] = (status, -1, ())
+                continue
+            if spec.node is None or spec.node not in nodes.index:
+                raise SnapshotError(
+                    f"task {spec.uid!r} is {status.value} on node {spec.node!r}, which is not in "
+                    "the snapshot"
+                )
+            node = nodes.index[spec.node]
+            groups = tuple(spec.gpu_groups)
+            if spec.gpu.is_shared and len(groups) < spec.gpu.num_devices:
+                taken = set(nodes.devices[node]) | set(groups)
+                extra = list(groups)
+                while len(extra) < spec.gpu.num_devices:
+                    device_id = new_device_id(spec.node, taken)
+                    taken.add(device_id)
+                    extra.append(device_id)
+                groups = tuple(extra)
+            task.status = TaskStatus.PENDING  # charged below from a clean state
+            task.podset.count(TaskStatus.PENDING, +1)
+            self._move(task, status, node, groups, account_queues=False)
+            self.original[task.uid] = (status, node, groups)
+
+    def _build_proportion(self) -> Proportion:
+        valid = [info.spec for info in self.queue_tree.queues.values()]
+        capacity = [0.0, 0.0, 0.0]
+        for spec in self.snapshot.nodes:
+            if not spec.ready:
+                continue
+            gpus = float(spec.gpus)
+            if spec.mig is not None and spec.mig.strategy == "mixed":
+                from kai.scheduler.gpu_request import mig_profile_gpus
+
+                gpus += sum(mig_profile_gpus(p) * c for p, c in spec.mig.devices)
+            capacity[0] += gpus
+            capacity[1] += spec.cpu_millis
+            capacity[2] += spec.memory_bytes
+        requested: dict[str, list[float]] = {}
+        allocated: dict[str, list[float]] = {}
+        allocated_np: dict[str, list[float]] = {}
+        for job in self.jobs:
+            if not job.queue_ok:
+                continue
+            req = requested.setdefault(job.queue, [0.0, 0.0, 0.0])
+            alloc = allocated.setdefault(job.queue, [0.0, 0.0, 0.0])
+            alloc_np = allocated_np.setdefault(job.queue, [0.0, 0.0, 0.0])
+            for task in job.tasks:
+                if task.status in ACTIVE:
+                    vec = self.queue_vector(task, task.node)
+                    _add(alloc, vec)
+                    _add(req, vec)
+                    if not job.preemptible:
+                        _add(alloc_np, vec)
+                elif task.status is TaskStatus.PENDING:
+                    _add(req, self.pending_queue_vector(task.spec))
+        return Proportion(
+            valid,
+            capacity,
+            requested,
+            allocated,
+            allocated_np,
+            k_value=self.config.k_value,
+            enabled=self.config.proportion,
+            reclaimer_saturation_multiplier=self.config.reclaimer_saturation_multiplier,
+        )
+
+    # ------------------------------------------------------------------ resources of a task
+    def queue_vector(self, task: TaskInfo, node: int) -> Vector:
+        """What a placed task counts in queue accounting (gpu, cpu, memory)."""
+        spec = task.spec
+        memory = float(self.nodes.gpu_memory[node]) if node >= 0 else self.min_gpu_memory
+        return (queue_gpus(spec.gpu, memory), spec.cpu_millis, spec.memory_bytes)
+
+    def pending_queue_vector(self, spec: TaskSpec) -> Vector:
+        """What a pending task asks of its queue (gpu-memory converted with the smallest device)."""
+        return (queue_gpus(spec.gpu, self.min_gpu_memory), spec.cpu_millis, spec.memory_bytes)
+
+    def capacity_vector(self, spec: TaskSpec) -> Vector:
+        """What a task counts in the job-level capacity check (gpu-memory converted with the
+        largest device, the lenient bound of KAI-FACTS-2026-08 §2.2)."""
+        return (queue_gpus(spec.gpu, self.max_gpu_memory), spec.cpu_millis, spec.memory_bytes)
+
+    # ------------------------------------------------------------------ the one mutator
+    def set_placement(
+        self, task: TaskInfo, status: TaskStatus, node: int, gpu_groups: tuple[str, ...]
+    ) -> None:
+        """Move ``task`` to ``status`` on ``node`` (-1 = unplaced) and ``gpu_groups``, updating
+        node accounting, shared devices, gang counters and queue accounting."""
+        self._move(task, status, node, gpu_groups, account_queues=True)
+
+    def _move(
+        self,
+        task: TaskInfo,
+        status: TaskStatus,
+        node: int,
+        gpu_groups: tuple[str, ...],
+        account_queues: bool,
+    ) -> None:
+        old_status, old_node, old_groups = task.status, task.node, task.gpu_groups
+        job = task.job
+        queues = account_queues and job.queue_ok
+        if old_node >= 0:
+            self._charge(task, old_status, old_node, old_groups, -1)
+            if queues and old_status in ACTIVE:
+                self.proportion.on_deallocate(
+                    job.queue, self.queue_vector(task, old_node), job.preemptible
+                )
+        task.podset.count(old_status, -1)
+        task.podset.count(status, +1)
+        task.status, task.node, task.gpu_groups = status, node, gpu_groups
+        if node >= 0:
+            self._charge(task, status, node, gpu_groups, +1)
+            if queues and status in ACTIVE:
+                self.proportion.on_allocate(
+                    job.queue, self.queue_vector(task, node), job.preemptible
+                )
+
+    def _charge(
+        self, task: TaskInfo, status: TaskStatus, node: int, groups: tuple[str, ...], sign: int
+    ) -> None:
+        self.nodes.charge(node, task.request, status, sign)
+        if task.spec.gpu.is_shared:
+            memory = shared_memory(task.spec, float(self.nodes.gpu_memory[node]))
+            for group in groups:
+                self.nodes.charge_shared(node, group, memory, status, sign)
+
+    # ------------------------------------------------------------------ queries
+    def placed_for_affinity(self) -> list[tuple[TaskSpec, int]]:
+        return [(t.spec, t.node) for t in self._affinity_tasks if t.node >= 0]
+
+    def set_reason(self, job: JobInfo, reason: Reason) -> None:
+        self.job_reasons[job.uid] = [reason]
+
+    def clear_reasons(self, job: JobInfo) -> None:
+        self.job_reasons.pop(job.uid, None)
+
+
+def _add(total: list[float], vec: Vector) -> None:
+    total[0] += vec[0]
+    total[1] += vec[1]
+    total[2] += vec[2]
