@@ -8,6 +8,8 @@ as doubles. ``crd_validate`` emulates that with jsonschema (draft 4, which has O
 
 from __future__ import annotations
 
+import copy
+import functools
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -95,10 +97,15 @@ def cel_problems(value: Any, schema: dict[str, Any], old: Any = None, path: str 
     return problems
 
 
-def openapi_schema(info: KindInfo) -> dict[str, Any]:
+@functools.cache
+def _openapi_schema(info: KindInfo) -> dict[str, Any]:
     crd = crd_manifest(info.model, json_schema(info))
     schema: dict[str, Any] = crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]
     return schema
+
+
+def openapi_schema(info: KindInfo) -> dict[str, Any]:
+    return copy.deepcopy(_openapi_schema(info))
 
 
 def crd_problems(

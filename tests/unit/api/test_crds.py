@@ -1,0 +1,302 @@
+"""The generated CRDs are valid, structural, and their CEL rules say what they should."""
+
+from __future__ import annotations
+
+import copy
+import functools
+import json
+from collections.abc import Callable
+from typing import Any
+
+import kubernetes_validate
+import pytest
+import yaml
+
+from kai.api import generate
+from kai.api.crd import CRDError, structural_schema
+from kai.api.registry import KindInfo, all_kinds, lookup
+from kai.api.structural import structural_problems
+
+KINDS = all_kinds()
+
+
+@functools.cache
+def _files() -> dict[str, str]:
+    return generate.generated_files()
+
+
+def _crd(info: KindInfo) -> dict[str, Any]:
+    text = _files()[info.crd_path]
+    docs = [d for d in yaml.safe_load_all(text) if d]
+    assert len(docs) == 1
+    crd: dict[str, Any] = docs[0]
+    return crd
+
+
+def _kind(api_version: str, kind: str) -> KindInfo:
+    info = lookup(api_version, kind)
+    assert info is not None
+    return info
+
+
+@pytest.mark.parametrize("info", KINDS, ids=lambda i: i.kind)
+@pytest.mark.parametrize("version", ["1.30.0", kubernetes_validate.latest_version()])
+def test_crd_is_a_valid_kubernetes_object(info: KindInfo, version: str) -> None:
+    kubernetes_validate.validate(_crd(info), version, strict=True)
+
+
+@pytest.mark.parametrize("info", KINDS, ids=lambda i: i.kind)
+def test_crd_schema_is_structural(info: KindInfo) -> None:
+    schema = _crd(info)["spec"]["versions"][0]["schema"]["openAPIV3Schema"]
+    assert structural_problems(schema) == []
+    assert "$ref" not in json.dumps(schema)
+
+
+@pytest.mark.parametrize("info", KINDS, ids=lambda i: i.kind)
+def test_crd_identity(info: KindInfo) -> None:
+    crd = _crd(info)
+    assert crd["metadata"]["name"] == f"{info.plural}.{info.group}"
+    spec = crd["spec"]
+    assert spec["group"] == info.group
+    assert spec["scope"] == info.scope
+    assert spec["names"]["kind"] == info.kind
+    assert spec["names"]["plural"] == info.plural
+    (version,) = spec["versions"]
+    assert version["name"] == info.version
+    assert version["served"] and version["storage"]
+    assert ("subresources" in version) == info.model.HAS_STATUS
+    columns = [c["name"] for c in version.get("additionalPrinterColumns", [])]
+    assert columns == [c.name for c in info.model.PRINTER_COLUMNS]
+
+
+def test_kai_crds_match_kai_identity() -> None:
+    queue = _crd(_kind("scheduling.run.ai/v2", "Queue"))
+    assert [c["name"] for c in queue["spec"]["versions"][0]["additionalPrinterColumns"]] == [
+        "Priority",
+        "Parent",
+        "Children",
+        "DisplayName",
+    ]
+    podgroup = _crd(_kind("scheduling.run.ai/v2alpha2", "PodGroup"))
+    assert podgroup["spec"]["names"]["shortNames"] == ["pg"]
+    assert podgroup["spec"]["scope"] == "Namespaced"
+    topology = _crd(_kind("kai.scheduler/v1alpha1", "Topology"))
+    assert "subresources" not in topology["spec"]["versions"][0]
+
+
+def test_quantities_use_the_kubernetes_int_or_string_form() -> None:
+    shard = _crd(_kind("kai.scheduler/v1", "SchedulingShard"))
+    spec = shard["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]
+    node = spec["properties"]["goMemLimit"]
+    assert node["x-kubernetes-int-or-string"] is True
+    assert node["anyOf"] == [{"type": "integer"}, {"type": "string"}]
+    assert "type" not in node
+
+
+# --- the structural checker itself -------------------------------------------------------------
+
+GOOD: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "metadata": {"type": "object"},
+        "spec": {
+            "type": "object",
+            "properties": {
+                "q": {
+                    "anyOf": [{"type": "integer"}, {"type": "string"}],
+                    "x-kubernetes-int-or-string": True,
+                },
+                "any": {"type": "object", "x-kubernetes-preserve-unknown-fields": True},
+                "tags": {"type": "array", "items": {"type": "string"}},
+            },
+        },
+    },
+}
+
+
+def _broken(
+    path: list[str], change: dict[str, Any], remove: tuple[str, ...] = ()
+) -> dict[str, Any]:
+    schema = copy.deepcopy(GOOD)
+    node = schema
+    for key in path:
+        node = node["properties"][key]
+    node.update(change)
+    for key in remove:
+        del node[key]
+    return schema
+
+
+@pytest.mark.parametrize(
+    ("schema", "expected"),
+    [
+        (_broken(["spec", "tags"], {}, remove=("type",)), "missing type"),
+        (_broken(["spec", "tags"], {"type": ["array", "null"]}), "type must be one of"),
+        (_broken(["spec"], {"additionalProperties": False}), "additionalProperties: false"),
+        (
+            _broken(["spec"], {"additionalProperties": {"type": "string"}}),
+            "mutually exclusive",
+        ),
+        (_broken(["spec", "tags"], {"uniqueItems": True}), "uniqueItems"),
+        (_broken(["spec", "q"], {"type": "string"}), "must not have a type"),
+        (_broken(["spec"], {"$ref": "#/definitions/x"}), "'$ref' is not allowed"),
+        (
+            _broken(["spec"], {"anyOf": [{"type": "object", "properties": {"x": {}}}]}),
+            "inside allOf/anyOf/oneOf/not",
+        ),
+        (
+            _broken(["metadata"], {"properties": {"labels": {"type": "object"}}}),
+            "metadata may only restrict",
+        ),
+        (_broken(["spec", "tags"], {"x-kubernetes-list-type": "map"}), "list-map-keys"),
+        (
+            _broken(["spec"], {"x-kubernetes-validations": [{"rule": "true"}]}),
+            "needs a message",
+        ),
+        (_broken(["spec", "tags"], {}, remove=("items",)), "an array needs items"),
+    ],
+)
+def test_structural_checker_finds(schema: dict[str, Any], expected: str) -> None:
+    assert structural_problems(GOOD) == []
+    problems = structural_problems(schema)
+    assert any(expected in p for p in problems), problems
+
+
+def test_translation_refuses_what_has_no_structural_form() -> None:
+    schema = {
+        "type": "object",
+        "properties": {
+            "apiVersion": {"type": "string"},
+            "kind": {"type": "string"},
+            "metadata": {"type": "object"},
+            "spec": {"oneOf": [{"type": "string"}, {"type": "integer"}]},
+        },
+    }
+    with pytest.raises(CRDError, match=r"\.spec: 'oneOf'"):
+        structural_schema(schema)
+
+
+# --- CEL rules ---------------------------------------------------------------------------------
+
+
+def _queue(**resources: dict[str, float]) -> dict[str, Any]:
+    return {
+        "apiVersion": "scheduling.run.ai/v2",
+        "kind": "Queue",
+        "metadata": {"name": "q"},
+        "spec": {"resources": resources},
+    }
+
+
+@pytest.mark.parametrize(
+    ("resource", "ok"),
+    [
+        ({"quota": 2, "limit": 4}, True),
+        ({"quota": 2, "limit": 2}, True),
+        ({"quota": 2, "limit": -1}, True),
+        ({"quota": -1, "limit": 3}, True),
+        ({"quota": 2}, True),
+        ({"quota": 0.3, "limit": 0.3}, True),
+        ({"quota": 2, "limit": 1.5}, False),
+        ({"quota": 4, "limit": 0}, False),
+    ],
+)
+def test_queue_limit_not_below_quota(
+    resource: dict[str, float], ok: bool, crd_check: Callable[..., list[str]]
+) -> None:
+    info = _kind("scheduling.run.ai/v2", "Queue")
+    problems = crd_check(info, _queue(gpu=resource, cpu={"quota": 1, "limit": -1}))
+    assert (problems == []) == ok, problems
+    if not ok:
+        assert problems == [".spec.resources.gpu: limit must be -1 (no limit) or at least quota"]
+
+
+def _topology(*levels: dict[str, str]) -> dict[str, Any]:
+    return {
+        "apiVersion": "kai.scheduler/v1alpha1",
+        "kind": "Topology",
+        "metadata": {"name": "t"},
+        "spec": {"levels": list(levels)},
+    }
+
+
+ZONE = {"nodeLabel": "topology.kubernetes.io/zone"}
+RACK = {"nodeLabel": "example.com/rack", "alias": "rack"}
+HOST = {"nodeLabel": "kubernetes.io/hostname"}
+
+
+@pytest.mark.parametrize(
+    ("levels", "message"),
+    [
+        ((ZONE, RACK, HOST), None),
+        ((ZONE, ZONE), "each nodeLabel may appear only once"),
+        ((HOST, ZONE), "kubernetes.io/hostname may only be the last (lowest) level"),
+        ((RACK, {"nodeLabel": "example.com/block", "alias": "rack"}), "each alias may appear"),
+        (
+            (ZONE, {"nodeLabel": "example.com/rack", "alias": "topology.kubernetes.io/zone"}),
+            "an alias must not be equal to any nodeLabel",
+        ),
+    ],
+)
+def test_topology_rules(
+    levels: tuple[dict[str, str], ...], message: str | None, crd_check: Callable[..., list[str]]
+) -> None:
+    info = _kind("kai.scheduler/v1alpha1", "Topology")
+    problems = crd_check(info, _topology(*levels))
+    if message is None:
+        assert problems == []
+    else:
+        assert len(problems) == 1 and message in problems[0], problems
+
+
+def test_topology_node_labels_are_immutable_but_aliases_are_not(
+    crd_check: Callable[..., list[str]],
+) -> None:
+    info = _kind("kai.scheduler/v1alpha1", "Topology")
+    old = _topology(ZONE, RACK, HOST)
+    renamed_alias = _topology(ZONE, {**RACK, "alias": "r"}, HOST)
+    assert crd_check(info, renamed_alias, old) == []
+    reordered = _topology(RACK, ZONE, HOST)
+    assert any("immutable" in p for p in crd_check(info, reordered, old))
+    shorter = _topology(ZONE, HOST)
+    assert any("immutable" in p for p in crd_check(info, shorter, old))
+
+
+@pytest.mark.parametrize(
+    ("spec", "bad_path"),
+    [
+        ({"minMember": 2}, None),
+        ({"minSubGroup": 1, "subGroups": [{"name": "a", "minMember": 1}]}, None),
+        ({"minMember": 2, "minSubGroup": 1}, ".spec"),
+        (
+            {"subGroups": [{"name": "a", "minMember": 1, "minSubGroup": 1}]},
+            ".spec.subGroups[0]",
+        ),
+    ],
+)
+def test_podgroup_min_member_and_min_subgroup_exclusive(
+    spec: dict[str, Any], bad_path: str | None, crd_check: Callable[..., list[str]]
+) -> None:
+    info = _kind("scheduling.run.ai/v2alpha2", "PodGroup")
+    obj = {
+        "apiVersion": "scheduling.run.ai/v2alpha2",
+        "kind": "PodGroup",
+        "metadata": {"name": "pg", "namespace": "ns"},
+        "spec": spec,
+    }
+    problems = crd_check(info, obj)
+    if bad_path is None:
+        assert problems == []
+    else:
+        assert problems == [f"{bad_path}: set at most one of minMember and minSubGroup"]
+
+
+def test_crd_rejects_unknown_fields_and_bad_quantities(crd_check: Callable[..., list[str]]) -> None:
+    info = _kind("kai.scheduler/v1", "SchedulingShard")
+    base = {"apiVersion": "kai.scheduler/v1", "kind": "SchedulingShard", "metadata": {"name": "s"}}
+    assert crd_check(info, {**base, "spec": {"goMemLimit": "6Gi"}}) == []
+    assert crd_check(info, {**base, "spec": {"goMemLimit": "6 GB"}})
+    assert crd_check(info, {**base, "spec": {"placementStrategy": {"gpu": "pack"}}})
+    assert crd_check(info, {**base, "spec": {"kvalue": 1}})
+    assert crd_check(info, {**base, "spec": {"goMemLimitRatio": 0}})
+    assert crd_check(info, {**base, "spec": {"goMemLimitRatio": 1}}) == []
