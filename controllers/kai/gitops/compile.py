@@ -202,12 +202,12 @@ def scheduler_settings(name: str, spec: dict[str, Any]) -> dict[str, Any]:
     strategy = {"gpu": "binpack", "cpu": "binpack", **(spec.get("placementStrategy") or {})}
     priorities = dict(DEFAULT_ACTIONS)
     enabled = dict.fromkeys(DEFAULT_ACTIONS, True)
-    for action, settings in (spec.get("actions") or {}).items():
-        settings = settings or {}
-        if settings.get("priority") is not None:
-            priorities[action] = settings["priority"]
-        if settings.get("enabled") is not None:
-            enabled[action] = settings["enabled"]
+    for action, override in (spec.get("actions") or {}).items():
+        override = override or {}
+        if override.get("priority") is not None:
+            priorities[action] = override["priority"]
+        if override.get("enabled") is not None:
+            enabled[action] = override["enabled"]
     if "spread" in strategy.values():
         enabled["consolidation"] = False  # KAI runs consolidation only when bin-packing
     if spec.get("maxConsolidationPreemptees") == 0:

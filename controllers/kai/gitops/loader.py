@@ -30,6 +30,7 @@ __all__ = [
     "FieldPath",
     "LoadResult",
     "UsageError",
+    "field_path",
     "format_path",
     "load_paths",
     "load_text",
@@ -108,6 +109,19 @@ class LoadResult:
 
 def format_path(path: Iterable[str | int]) -> str:
     """``("spec", "queues", 0, "name")`` -> ``spec.queues[0].name``."""
+    out = ""
+    for part in path:
+        if isinstance(part, int):
+            out += f"[{part}]"
+        else:
+            out += f".{part}" if out else part
+    return out
+
+
+def field_path(path: FieldPath) -> str:
+    """A field path as problems show it: relative to ``spec`` (``queues[0].quota.gpu``)."""
+    if path and path[0] == "spec":
+        path = path[1:]
     out = ""
     for part in path:
         if isinstance(part, int):
@@ -248,7 +262,7 @@ def _parse(result: LoadResult, name: str, text: str, fail: Any) -> None:
                         f"key {key!r} is repeated (first written at line {first[0]}); "
                         "YAML keys must be unique within a mapping",
                         object=document.object_name if isinstance(data, dict) else None,
-                        path=format_path(path),
+                        path=field_path(path),
                     )
                 )
             result.documents.append(document)

@@ -222,20 +222,32 @@ class _Checker:
 
     # parent-exists -------------------------------------------------------------------------
     def parents(self) -> None:
+        reported: set[Source] = set()
         for record in self.records:
             if record.parent is None or record.nested or record.parent in self.first:
                 continue
+            at = record.parent_at or record.at
+            if at in reported:  # one reference (a tree's spec.parent) serves several queues
+                continue
+            reported.add(at)
             hint = difflib.get_close_matches(record.parent, list(self.first), n=1)
             suggestion = f"; did you mean {hint[0]!r}?" if hint else ""
-            field = "parentQueue" if record.kai_queue else "parent"
-            self.report(
+            self._report_reference(
                 record,
-                record.parent_at or record.at,
                 "parent-exists",
                 f"parent queue {record.parent!r} does not exist in the documents validated "
                 f"together{suggestion}",
-                field=field,
             )
+
+    def _report_reference(self, record: QueueRecord, rule: str, message: str) -> None:
+        """A problem at a parent reference (``spec.parent`` / ``parentQueue``)."""
+        if record.parent_at is not None:
+            path = "parentQueue" if record.kai_queue else "parent"
+            self.problems.append(
+                Problem.at(record.parent_at, rule, message, object=record.object, path=path)
+            )
+        else:
+            self.report(record, record.at, rule, message)
 
     # cycle ---------------------------------------------------------------------------------
     def cycles(self) -> None:
@@ -260,17 +272,11 @@ class _Checker:
                 head = min(members, key=lambda n: self.first[n].at)
                 turn = members.index(head)
                 ordered = members[turn:] + members[:turn] + [head]
-                record = self.first[head]
-                field = (
-                    "parentQueue" if record.kai_queue else ("parent" if not record.nested else None)
-                )
-                self.report(
-                    record,
-                    record.parent_at or record.at,
+                self._report_reference(
+                    self.first[head],
                     "cycle",
                     f"queue {head!r} is its own ancestor: {' -> '.join(ordered)} "
                     "(each arrow points to the parent)",
-                    field=field,
                 )
             done.update(trail)
 

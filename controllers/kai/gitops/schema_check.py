@@ -20,7 +20,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from kai.api.quantity import QuantityError, parse_quantity
-from kai.gitops.loader import Document, FieldPath, format_path
+from kai.gitops.loader import Document, FieldPath, field_path
 from kai.gitops.problems import Problem
 
 __all__ = ["OUR_GROUPS", "check_documents", "is_ours"]
@@ -316,17 +316,10 @@ def _schema_problems(doc: Document) -> list[Problem]:
                         "schema",
                         message,
                         object=doc.object_name,
-                        path=_field_path(path) or None,
+                        path=field_path(path) or None,
                     )
                 )
     return problems
-
-
-def _field_path(path: FieldPath) -> str:
-    """Field path as problems show it: relative to ``spec`` (``queues[0].quota.gpu``)."""
-    if path and path[0] == "spec":
-        path = path[1:]
-    return format_path(path)
 
 
 # --------------------------------------------------------------------------------------------
