@@ -245,7 +245,11 @@ def _read_yaml(filename: str, text: str) -> Document:
         ) from None
     except yaml.YAMLError as exc:
         raise ScenarioError([f"{filename}:1:1: (document): not valid YAML: {exc}"]) from None
-    if not nodes or nodes[0] is None:
+    if not nodes or (
+        isinstance(nodes[0], yaml.ScalarNode)
+        and nodes[0].tag == "tag:yaml.org,2002:null"
+        and nodes[0].value == ""
+    ):
         raise ScenarioError([f"{filename}:1:1: (document): the file is empty"])
     if len(nodes) > 1:
         line, column = _mark(nodes[1])

@@ -341,6 +341,7 @@ def _check_task(
         if node is not None and ctx.nodes_known and node not in ctx.node_names:
             c.fail((*path, "node"), f"node {node!r} does not exist")
             good = False
+            node = None  # no further complaints about gpuGroups prefixes
         if status is not None and not placed:
             c.fail((*path, "node"), f"a task with status {status} is not placed and has no node")
             good = False
