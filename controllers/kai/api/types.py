@@ -55,7 +55,13 @@ Quantity = Annotated[
 """A Kubernetes quantity as written (``2``, ``0.5``, ``"500m"``, ``"64Gi"``); parse it with
 :func:`kai.api.quantity.parse_quantity` for its exact value."""
 
-Number = Annotated[int | float, WithJsonSchema({"type": "number"})]
+def _check_number(value: object) -> object:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise ValueError(f"expected a number, got {value!r}")
+    return value
+
+
+Number = Annotated[int | float, BeforeValidator(_check_number), WithJsonSchema({"type": "number"})]
 """A plain number (integer or not), kept as written; strings and booleans are refused."""
 
 ResourceList = dict[str, Quantity]
