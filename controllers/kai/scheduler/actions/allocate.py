@@ -19,6 +19,7 @@ from kai.scheduler.jobs import JobInfo, TaskInfo
 from kai.scheduler.ordering import job_order_key
 from kai.scheduler.result import Reason
 from kai.scheduler.statement import Statement
+from kai.scheduler.topology_placement import constrained, place_tasks
 
 if TYPE_CHECKING:
     from kai.scheduler.session import Session
@@ -82,7 +83,15 @@ def _allocate_job(session: Session, job: JobInfo, tasks: list[TaskInfo]) -> bool
         return False
     statement = Statement(session, ACTION)
     engine = session.engine
+    if constrained(job):
+        failure = place_tasks(session, job, tasks, statement)
+        if failure is not None:
+            statement.discard()
+            session.set_reason(job, failure)
+            return False
     for placed, task in enumerate(tasks):
+        if task.node >= 0:  # placed above under its topology constraint
+            continue
         choice = engine.choose(task)
         if choice is None:
             detail = engine.explain(task)
