@@ -55,6 +55,7 @@ Quantity = Annotated[
 """A Kubernetes quantity as written (``2``, ``0.5``, ``"500m"``, ``"64Gi"``); parse it with
 :func:`kai.api.quantity.parse_quantity` for its exact value."""
 
+
 def _check_number(value: object) -> object:
     if isinstance(value, bool) or not isinstance(value, int | float):
         raise ValueError(f"expected a number, got {value!r}")
