@@ -158,7 +158,7 @@ def load_paths(paths: Iterable[str], *, stdin: io.BufferedIOBase | None = None) 
             _load_bytes(result, STDIN_NAME, stream.read())
             continue
         if os.path.isdir(given):
-            found = list(_walk(given))
+            found = sorted(_walk(given))
             if not found:
                 raise UsageError(f"{given}: no YAML files (*.yaml, *.yml) under this directory")
             for file_path in found:
