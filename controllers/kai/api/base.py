@@ -56,12 +56,16 @@ class ObjectMeta(BaseModel):
     cluster validate; GitOps documents normally set only name, labels and annotations.
     """
 
-    model_config = ConfigDict(extra="allow", populate_by_name=True)
+    model_config = ConfigDict(extra="allow", populate_by_name=True, use_attribute_docstrings=True)
 
     name: str = Field(min_length=1, max_length=253)
+    """The object's name, unique per kind (and namespace)."""
     namespace: str | None = None
+    """The namespace of a namespaced object."""
     labels: dict[str, str] | None = None
+    """Labels: identifying key/value pairs, used by selectors."""
     annotations: dict[str, str] | None = None
+    """Annotations: non-identifying key/value pairs."""
 
 
 class PrinterColumn(KaiModel):

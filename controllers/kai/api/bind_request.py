@@ -109,6 +109,6 @@ class BindRequest(TopLevelObject):
     )
 
     spec: BindRequestSpec
-    """What to bind where."""
+    """The pod, the node and the devices to bind."""
     status: BindRequestStatus | None = None
     """The binder's progress."""

@@ -369,3 +369,20 @@ def test_topology_update_rules() -> None:
     changed = TopologySpec.model_validate({"levels": [HOST]})
     ((path, message),) = topology_update_problems(old, changed)
     assert path == "levels" and "immutable" in message
+
+
+@pytest.mark.parametrize("info", all_kinds()[:5], ids=lambda i: i.kind)
+def test_kai_models_are_documented(info: Any) -> None:
+    """Every KAI-compatible kind, model and field carries a description into its schema."""
+    schema = json_schema(info)
+    assert schema.get("description")
+    undocumented: list[str] = []
+    nodes = _object_nodes(schema, schema.get("$defs", {}), info.kind, frozenset())
+    for path, node in nodes:
+        for name, prop in node["properties"].items():
+            if not prop.get("description"):
+                undocumented.append(f"{path}.{name}")
+    for name, definition in schema.get("$defs", {}).items():
+        if name != "ObjectMeta" and not definition.get("description"):
+            undocumented.append(name)
+    assert undocumented == []
