@@ -1,0 +1,171 @@
+"""``kai apiserver``: run only the embedded Kubernetes API server until SIGTERM or Ctrl-C."""
+
+from __future__ import annotations
+
+import argparse
+import signal
+import sys
+import threading
+from pathlib import Path
+
+HELP = "run only the embedded Kubernetes API server"
+
+
+def _rate(text: str) -> float:
+    value = float(text)
+    if not 0.0 <= value <= 1.0:
+        raise argparse.ArgumentTypeError(f"must be between 0 and 1, got {text}")
+    return value
+
+
+def _service(text: str) -> tuple[str, str]:
+    key, sep, address = text.partition("=")
+    if not sep or "/" not in key or ":" not in address:
+        raise argparse.ArgumentTypeError(f"expected NAMESPACE/NAME[:PORT]=HOST:PORT, got {text!r}")
+    return key, address
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--host", default="127.0.0.1", help="address to listen on")
+    parser.add_argument("--port", type=int, default=0, help="port (default: any free port)")
+    parser.add_argument(
+        "--kubeconfig-out",
+        type=Path,
+        metavar="FILE",
+        help="write a kubeconfig for this server to FILE",
+    )
+    parser.add_argument(
+        "--tls",
+        action="store_true",
+        help="serve HTTPS with a self-signed certificate (in the kubeconfig)",
+    )
+    parser.add_argument(
+        "--field-validation",
+        choices=("Strict", "Warn", "Ignore"),
+        default="Strict",
+        help="default for requests without ?fieldValidation",
+    )
+    parser.add_argument(
+        "--pod-deletion",
+        choices=("kubelet", "immediate"),
+        default="kubelet",
+        help="bound pods deleted with a grace period wait for their kubelet "
+        "(default) or go at once",
+    )
+    parser.add_argument(
+        "--no-node-taint",
+        action="store_true",
+        help="do not taint new nodes node.kubernetes.io/not-ready:NoSchedule",
+    )
+    parser.add_argument(
+        "--history",
+        type=int,
+        default=200_000,
+        help="watch events kept for resuming watches (older: 410 Gone)",
+    )
+    parser.add_argument("--bookmark-interval", type=float, default=5.0, metavar="SECONDS")
+    parser.add_argument(
+        "--webhook-service",
+        type=_service,
+        action="append",
+        default=[],
+        metavar="NS/NAME[:PORT]=HOST:PORT",
+        help="where a webhook's service reference is reachable",
+    )
+    parser.add_argument(
+        "--fault-error-rate",
+        type=_rate,
+        default=0.0,
+        help="answer this share of API requests with 500",
+    )
+    parser.add_argument(
+        "--fault-conflict-rate",
+        type=_rate,
+        default=0.0,
+        help="answer this share of updates and patches with 409",
+    )
+    parser.add_argument(
+        "--fault-watch-drop-rate",
+        type=_rate,
+        default=0.0,
+        help="chance per watch event that the connection is cut",
+    )
+    parser.add_argument(
+        "--fault-watch-drop-after",
+        type=int,
+        default=0,
+        metavar="N",
+        help="cut every watch after N events",
+    )
+    parser.add_argument("--fault-seed", type=int, default=0)
+    parser.add_argument(
+        "--log-level", default="WARNING", choices=("DEBUG", "INFO", "WARNING", "ERROR")
+    )
+
+
+def run(args: argparse.Namespace) -> int:
+    import logging
+
+    from kai.sim.apiserver import ApiServer, ServerOptions
+
+    logging.basicConfig(
+        level=args.log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
+    options = ServerOptions(
+        host=args.host,
+        port=args.port,
+        tls=args.tls,
+        default_field_validation=args.field_validation,
+        pod_deletion=args.pod_deletion,
+        taint_new_nodes=not args.no_node_taint,
+        history_size=args.history,
+        bookmark_interval=args.bookmark_interval,
+        webhook_services=dict(args.webhook_service),
+    )
+    server = ApiServer(options)
+    try:
+        server.start()
+    except OSError as exc:
+        print(
+            f"kai apiserver: cannot listen on {args.host}:{args.port}: {exc.strerror}",
+            file=sys.stderr,
+        )
+        return 2
+    server.faults.configure(
+        error_rate=args.fault_error_rate,
+        conflict_rate=args.fault_conflict_rate,
+        watch_drop_rate=args.fault_watch_drop_rate,
+        watch_drop_after=args.fault_watch_drop_after,
+        seed=args.fault_seed,
+    )
+    stop = threading.Event()
+
+    def on_signal(signum: int, frame: object) -> None:
+        stop.set()
+
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
+    if args.kubeconfig_out:
+        try:
+            server.write_kubeconfig(args.kubeconfig_out)
+        except OSError as exc:
+            server.stop()
+            print(
+                f"kai apiserver: cannot write {args.kubeconfig_out}: {exc.strerror}",
+                file=sys.stderr,
+            )
+            return 2
+        print(f"kubeconfig: {args.kubeconfig_out}", flush=True)
+    if options.tls and server.certs is None:
+        print(
+            "kai apiserver: no TLS support available (install 'cryptography' or openssl); "
+            "serving plain HTTP",
+            file=sys.stderr,
+        )
+    print(f"serving: {server.url}", flush=True)
+    try:
+        while not stop.wait(0.5):
+            pass
+    finally:
+        server.stop()
+    return 0

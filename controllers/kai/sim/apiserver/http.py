@@ -1,0 +1,550 @@
+"""HTTP front end: routes Kubernetes REST paths to :class:`ApiCore` and streams watches.
+
+A :class:`http.server.ThreadingHTTPServer` (one thread per connection, HTTP/1.1 keep-alive) is
+enough here: the work per request is a few dict operations under one lock, watches are
+long-lived blocking loops that fit a thread each, and nothing heavier needs importing
+(docs/design/apiserver.md has the measurements and the reasoning)."""
+
+from __future__ import annotations
+
+import logging
+import queue
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import TYPE_CHECKING, Any
+from urllib.parse import parse_qsl, urlsplit
+
+import orjson
+
+from kai.sim.apiserver import discovery, openapi
+from kai.sim.apiserver.errors import ApiError, bad_request
+from kai.sim.apiserver.operations import WriteOptions
+from kai.sim.apiserver.selectors import (
+    fields_match,
+    labels_match,
+    parse_field_selector,
+    parse_label_selector,
+)
+from kai.sim.apiserver.tables import to_table
+
+if TYPE_CHECKING:
+    from kai.sim.apiserver.operations import ApiCore
+    from kai.sim.apiserver.resources import ResourceType
+    from kai.sim.apiserver.storage import Event
+
+log = logging.getLogger("kai.sim.apiserver")
+_PATCH_TYPES = (
+    "application/json-patch+json",
+    "application/merge-patch+json",
+    "application/strategic-merge-patch+json",
+    "application/apply-patch+yaml",
+)
+
+
+class ApiHTTPServer(ThreadingHTTPServer):
+    daemon_threads = True
+    allow_reuse_address = True
+    request_queue_size = 512
+
+    def __init__(self, address: tuple[str, int], core: ApiCore) -> None:
+        super().__init__(address, ApiHandler)
+        self.core = core
+        self.stopping = False
+        self.request_count = 0
+
+
+class _Route:
+    __slots__ = ("group", "name", "namespace", "plural", "sub", "version")
+
+    def __init__(
+        self,
+        group: str,
+        version: str,
+        namespace: str | None,
+        plural: str,
+        name: str | None,
+        sub: str,
+    ) -> None:
+        self.group, self.version, self.namespace = group, version, namespace
+        self.plural, self.name, self.sub = plural, name, sub
+
+
+def _parse_resource_path(parts: list[str]) -> _Route | None:
+    """``parts`` after the /api or /apis prefix."""
+    if parts and parts[0] == "api":
+        if len(parts) < 3:
+            return None
+        group, version, rest = "", parts[1], parts[2:]
+    elif parts and parts[0] == "apis":
+        if len(parts) < 4:
+            return None
+        group, version, rest = parts[1], parts[2], parts[3:]
+    else:
+        return None
+    ns: str | None = None
+    if (
+        rest[0] == "namespaces"
+        and len(rest) >= 3
+        and not (group == "" and len(rest) == 3 and rest[2] in ("status", "finalize"))
+    ):
+        ns, rest = rest[1], rest[2:]
+    plural = rest[0]
+    name = rest[1] if len(rest) > 1 else None
+    sub = rest[2] if len(rest) > 2 else ""
+    if len(rest) > 3:
+        return None
+    return _Route(group, version, ns, plural, name, sub)
+
+
+class ApiHandler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    server: ApiHTTPServer
+    server_version = "kai-sim-apiserver"
+
+    def log_message(self, format: str, *args: Any) -> None:
+        log.debug("%s - %s", self.address_string(), format % args)
+
+    # -- responses ---------------------------------------------------------------------------
+    def _send(
+        self,
+        code: int,
+        body: Any,
+        warnings: list[str] | None = None,
+        content_type: str = "application/json",
+    ) -> None:
+        data = body if isinstance(body, bytes) else orjson.dumps(body)
+        self.send_response(code)
+        self.send_header("Content-Type", content_type)
+        self.send_header("Content-Length", str(len(data)))
+        self.send_header("Cache-Control", "no-cache, private")
+        for w in warnings or []:
+            self.send_header("Warning", f'299 - "{w}"')
+        self.end_headers()
+        if self.command != "HEAD":
+            self.wfile.write(data)
+
+    def _error(self, err: ApiError) -> None:
+        self._send(err.code, err.status())
+
+    def _read_body(self) -> bytes:
+        length = int(self.headers.get("Content-Length") or 0)
+        if length:
+            return self.rfile.read(length)
+        if self.headers.get("Transfer-Encoding", "").lower() == "chunked":
+            chunks = []
+            while True:
+                size = int(self.rfile.readline().strip() or b"0", 16)
+                if size == 0:
+                    self.rfile.readline()
+                    break
+                chunks.append(self.rfile.read(size))
+                self.rfile.readline()
+            return b"".join(chunks)
+        return b""
+
+    def _json_body(self, raw: bytes) -> Any:
+        if not raw:
+            return None
+        ctype = (self.headers.get("Content-Type") or "application/json").split(";")[0].strip()
+        if ctype in ("application/yaml", "application/apply-patch+yaml"):
+            import yaml
+
+            try:
+                return yaml.safe_load(raw)
+            except yaml.YAMLError as exc:
+                raise bad_request(f"the request body is not valid YAML: {exc}") from exc
+        if ctype == "application/vnd.kubernetes.protobuf":
+            raise ApiError(
+                415,
+                "protobuf is not supported by this server; send application/json",
+                "UnsupportedMediaType",
+            )
+        try:
+            return orjson.loads(raw)
+        except orjson.JSONDecodeError as exc:
+            raise bad_request(f"the request body is not valid JSON: {exc}") from exc
+
+    # -- dispatch ----------------------------------------------------------------------------
+    def do_GET(self) -> None:
+        self._handle("GET")
+
+    def do_HEAD(self) -> None:
+        self._handle("GET")
+
+    def do_POST(self) -> None:
+        self._handle("POST")
+
+    def do_PUT(self) -> None:
+        self._handle("PUT")
+
+    def do_PATCH(self) -> None:
+        self._handle("PATCH")
+
+    def do_DELETE(self) -> None:
+        self._handle("DELETE")
+
+    def _handle(self, method: str) -> None:
+        self.server.request_count += 1
+        url = urlsplit(self.path)
+        q = dict(parse_qsl(url.query, keep_blank_values=True))
+        parts = [p for p in url.path.split("/") if p]
+        try:
+            raw = self._read_body() if method in ("POST", "PUT", "PATCH", "DELETE") else b""
+            if self._meta_route(method, parts, raw):
+                return
+            route = _parse_resource_path(parts)
+            if route is None:
+                raise ApiError(404, "the server could not find the requested resource", "NotFound")
+            self._resource(method, route, q, raw)
+        except ApiError as err:
+            self._error(err)
+        except (BrokenPipeError, ConnectionResetError):
+            self.close_connection = True
+        except Exception as exc:  # never leak a traceback to the client; log it here
+            log.exception("internal error on %s %s", method, self.path)
+            self._error(
+                ApiError(
+                    500, f"Internal error occurred: {type(exc).__name__}: {exc}", "InternalError"
+                )
+            )
+
+    def _meta_route(self, method: str, parts: list[str], raw: bytes) -> bool:
+        core = self.server.core
+        path = "/" + "/".join(parts)
+        if method != "GET" and not path.startswith("/kai-sim/"):
+            return False
+        if path == "/version":
+            self._send(200, discovery.version_info(core.options.git_version))
+        elif path in ("/healthz", "/readyz", "/livez"):
+            self._send(200, b"ok", content_type="text/plain")
+        elif path == "/api":
+            host = self.headers.get("Host") or f"{core.options.host}:{core.options.port}"
+            self._send(200, discovery.api_versions(host))
+        elif path == "/apis":
+            self._send(200, discovery.api_group_list(core))
+        elif len(parts) == 2 and parts[0] == "apis":
+            doc = discovery.api_group(core, parts[1])
+            if doc is None:
+                raise ApiError(404, "the server could not find the requested resource")
+            self._send(200, doc)
+        elif (len(parts) == 2 and parts[0] == "api") or (len(parts) == 3 and parts[0] == "apis"):
+            group, version = ("", parts[1]) if parts[0] == "api" else (parts[1], parts[2])
+            doc = discovery.resource_list(core, group, version)
+            if doc is None:
+                raise ApiError(404, "the server could not find the requested resource")
+            self._send(200, doc)
+        elif path == "/kai-sim/faults":
+            if method == "PUT":
+                body = self._json_body(raw) or {}
+                try:
+                    core.faults.configure(**body)
+                except (TypeError, ValueError) as exc:
+                    raise bad_request(str(exc)) from exc
+            self._send(200, core.faults.describe())
+        elif path == "/kai-sim/compact" and method == "POST":
+            core.store.compact()
+            self._send(200, {"compactedResourceVersion": str(core.store.compacted_rv)})
+        elif path == "/openapi/v3":
+            self._send(200, openapi.index(core))
+        elif path.startswith("/openapi/v3/"):
+            rest = parts[2:]
+            group, version = (
+                ("", rest[1])
+                if rest[:1] == ["api"] and len(rest) == 2
+                else ((rest[1], rest[2]) if rest[:1] == ["apis"] and len(rest) == 3 else ("", ""))
+            )
+            doc = openapi.group_version_doc(core, group, version) if version else None
+            if doc is None:
+                raise ApiError(404, "the server could not find the requested resource")
+            self._send(200, doc)
+        elif path.startswith("/openapi/"):
+            raise ApiError(404, "the server does not serve OpenAPI v2", "NotFound")
+        else:
+            return False
+        return True
+
+    def _resource(self, method: str, route: _Route, q: dict[str, str], raw: bytes) -> None:
+        core = self.server.core
+        rt = core.resolve(route.group, route.version, route.plural)
+        if rt.namespaced is False and route.namespace is not None:
+            raise ApiError(404, "the server could not find the requested resource", "NotFound")
+        ns = route.namespace if rt.namespaced else None
+        sub = route.sub
+        if sub and sub not in rt.subresources:
+            raise ApiError(404, "the server could not find the requested resource", "NotFound")
+        is_watch = q.get("watch") in ("1", "true", "True")
+        verb = {
+            "GET": "list" if route.name is None else "get",
+            "POST": "create",
+            "PUT": "update",
+            "PATCH": "patch",
+            "DELETE": "deletecollection" if route.name is None else "delete",
+        }[method]
+        if is_watch:
+            verb = "watch"
+        if core.faults.active:
+            core.faults.before_request(verb, rt.qualified(), route.name or "")
+        opts = WriteOptions(
+            dry_run=q.get("dryRun") == "All",
+            field_validation=q.get("fieldValidation") or core.options.default_field_validation,
+            field_manager=q.get("fieldManager"),
+        )
+        if opts.field_validation not in ("Strict", "Warn", "Ignore"):
+            raise bad_request(
+                f"fieldValidation must be one of Strict, Warn, Ignore; got "
+                f"{opts.field_validation!r}"
+            )
+        if method == "GET":
+            if is_watch:
+                self._watch(rt, route, ns, q)
+            elif route.name is None:
+                listing = core.list_objects(rt, route.version, ns, q)
+                self._send_maybe_table(
+                    rt, route.version, listing["items"], listing["metadata"], q, listing
+                )
+            else:
+                obj = core.get(rt, route.version, ns or "", route.name)
+                self._send_maybe_table(rt, route.version, [obj], {}, q, obj)
+            return
+        if method == "POST":
+            if route.name is not None and sub == "binding" and rt.key == ("", "pods"):
+                self._send(201, core.bind(ns or "", route.name, self._json_body(raw), opts))
+                return
+            if route.name is not None:
+                raise ApiError(
+                    405, f"POST is not supported on {rt.plural}/{route.name}", "MethodNotAllowed"
+                )
+            obj, warnings = core.create(rt, route.version, ns, self._json_body(raw), opts)
+            self._send(201, obj, warnings)
+            return
+        if route.name is None and method in ("PUT", "PATCH"):
+            raise ApiError(405, f"{method} needs an object name", "MethodNotAllowed")
+        name = route.name or ""
+        if method == "PUT":
+            obj, warnings = core.update(
+                rt, route.version, ns, name, self._json_body(raw), opts, sub
+            )
+            self._send(200, obj, warnings)
+        elif method == "PATCH":
+            ctype = (self.headers.get("Content-Type") or "").split(";")[0].strip()
+            if ctype not in _PATCH_TYPES:
+                raise ApiError(
+                    415,
+                    f"the body of the request was in an unknown format - "
+                    f"accepted media types include: {', '.join(_PATCH_TYPES)}",
+                    "UnsupportedMediaType",
+                )
+            obj, warnings = core.patch(rt, route.version, ns, name, ctype, raw, opts, sub)
+            self._send(200, obj, warnings)
+        elif method == "DELETE":
+            body = self._json_body(raw)
+            if route.name is None:
+                self._send(200, core.delete_collection(rt, route.version, ns, body, q, opts))
+            else:
+                self._send(200, core.delete(rt, route.version, ns, name, body, q, opts))
+
+    def _table_version(self) -> str | None:
+        accept = self.headers.get("Accept") or ""
+        if "as=Table" not in accept:
+            return None
+        return (
+            "v1" if "v=v1;" in accept or "v=v1," in accept or accept.endswith("v=v1") else "v1beta1"
+        )
+
+    def _send_maybe_table(
+        self,
+        rt: ResourceType,
+        version: str,
+        items: list[dict[str, Any]],
+        list_meta: dict[str, Any],
+        q: dict[str, str],
+        plain: Any,
+    ) -> None:
+        tv = self._table_version()
+        if tv is None:
+            self._send(200, plain)
+            return
+        self._send(
+            200, to_table(rt, version, items, list_meta, q.get("includeObject", "Metadata"), tv)
+        )
+
+    # -- watch -------------------------------------------------------------------------------
+    def _watch(self, rt: ResourceType, route: _Route, ns: str | None, q: dict[str, str]) -> None:
+        core = self.server.core
+        store = core.store
+        labels = parse_label_selector(q.get("labelSelector"))
+        fields = parse_field_selector(q.get("fieldSelector"), rt.supports_field, rt.kind)
+        if route.name is not None:
+            fields.append(("metadata.name", True, route.name))
+        index = None
+        for fld, equal, value in fields:
+            if equal and fld in ("spec.nodeName", "metadata.name"):
+                index = (fld, value)
+                break
+        rv_param = q.get("resourceVersion") or ""
+        since: int | None = None
+        if rv_param not in ("", "0"):
+            try:
+                since = int(rv_param)
+            except ValueError as exc:
+                raise bad_request(f"invalid resource version {rv_param!r}") from exc
+        timeout = float(q.get("timeoutSeconds") or core.options.default_watch_timeout)
+        bookmarks = q.get("allowWatchBookmarks") in ("true", "1", "True")
+        initial_end = q.get("sendInitialEvents") == "true" and since is None
+        api_version = rt.api_version(route.version)
+        wire_version = None if rt.storage_version == route.version else api_version
+        table = self._table_version()
+
+        def initial() -> list[dict[str, Any]]:
+            return list(store.iter(rt.key, ns))
+
+        def wanted(obj: dict[str, Any] | None) -> bool:
+            if obj is None:
+                return False
+            md = obj["metadata"]
+            if ns is not None and md.get("namespace") != ns:
+                return False
+            if labels and not labels_match(labels, md.get("labels")):
+                return False
+            return not (fields and not fields_match(fields, obj))
+
+        try:
+            w, backlog = store.open_watch(rt.key, since, index, initial)
+        except LookupError:
+            self._start_stream()
+            err = ApiError(
+                410, f"too old resource version: {since} ({store.compacted_rv})", "Expired"
+            )
+            self._chunk(orjson.dumps({"type": "ERROR", "object": err.status()}) + b"\n")
+            self._end_stream()
+            return
+        sent = 0
+        try:
+            self._start_stream()
+            deadline = time.monotonic() + timeout
+            last_bookmark = time.monotonic()
+
+            def emit(ev: Event) -> bool:
+                nonlocal sent
+                if ev.type == "MODIFIED" and (labels or fields or ns is not None):
+                    now_in, was_in = wanted(ev.obj), wanted(ev.prev)
+                    etype = (
+                        ("MODIFIED" if was_in else "ADDED")
+                        if now_in
+                        else ("DELETED" if was_in else None)
+                    )
+                else:
+                    etype = ev.type if wanted(ev.obj) else None
+                if etype is None:
+                    return True
+                if table is not None:
+                    obj = core.at_version(rt, ev.obj, route.version)
+                    data = (
+                        orjson.dumps(
+                            {
+                                "type": etype,
+                                "object": to_table(
+                                    rt,
+                                    route.version,
+                                    [obj],
+                                    {"resourceVersion": obj["metadata"]["resourceVersion"]},
+                                    q.get("includeObject", "Metadata"),
+                                    table,
+                                ),
+                            }
+                        )
+                        + b"\n"
+                    )
+                else:
+                    data = ev.wire(etype, wire_version)
+                self._chunk(data)
+                sent += 1
+                return not (core.faults.active and core.faults.drop_watch(sent))
+
+            for ev in backlog:
+                if not emit(ev):
+                    return
+            if initial_end and bookmarks:
+                self._chunk(
+                    orjson.dumps(
+                        {
+                            "type": "BOOKMARK",
+                            "object": {
+                                "kind": rt.kind,
+                                "apiVersion": api_version,
+                                "metadata": {
+                                    "resourceVersion": str(store.rv),
+                                    "annotations": {"k8s.io/initial-events-end": "true"},
+                                },
+                            },
+                        }
+                    )
+                    + b"\n"
+                )
+            self.wfile.flush()
+            interval = core.options.bookmark_interval
+            while not self.server.stopping:
+                now = time.monotonic()
+                if now >= deadline:
+                    break
+                wait = min(deadline - now, 0.5)
+                if bookmarks:
+                    wait = min(wait, max(0.0, last_bookmark + interval - now))
+                got = True
+                try:
+                    item = w.queue.get(timeout=max(wait, 0.001))
+                except queue.Empty:
+                    got, item = False, None
+                if got and item is None:
+                    return  # the watch fell too far behind: close it, the client relists
+                if item is not None:
+                    if not emit(item):
+                        return
+                    while True:  # drain without blocking, then flush once
+                        try:
+                            more = w.queue.get_nowait()
+                        except queue.Empty:
+                            break
+                        if more is None or not emit(more):
+                            return
+                    self.wfile.flush()
+                if bookmarks and time.monotonic() - last_bookmark >= interval:
+                    with store.lock:
+                        quiet = w.queue.empty()
+                        rv = store.rv
+                    if quiet:
+                        self._chunk(
+                            orjson.dumps(
+                                {
+                                    "type": "BOOKMARK",
+                                    "object": {
+                                        "kind": rt.kind,
+                                        "apiVersion": api_version,
+                                        "metadata": {"resourceVersion": str(rv)},
+                                    },
+                                }
+                            )
+                            + b"\n"
+                        )
+                        self.wfile.flush()
+                    last_bookmark = time.monotonic()
+            self._end_stream()
+        except (BrokenPipeError, ConnectionResetError, OSError):
+            self.close_connection = True
+        finally:
+            store.close_watch(w)
+            self.close_connection = True
+
+    def _start_stream(self) -> None:
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Transfer-Encoding", "chunked")
+        self.send_header("Cache-Control", "no-cache, private")
+        self.end_headers()
+
+    def _chunk(self, data: bytes) -> None:
+        self.wfile.write(b"%x\r\n%s\r\n" % (len(data), data))
+
+    def _end_stream(self) -> None:
+        self.wfile.write(b"0\r\n\r\n")
+        self.wfile.flush()

@@ -1,0 +1,116 @@
+"""Object metadata rules: names, timestamps, what counts as a spec change."""
+
+from __future__ import annotations
+
+import re
+from datetime import UTC, datetime
+from typing import Any
+
+from kai.sim.apiserver.errors import field_cause
+
+_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+_PATH_SEGMENT_BAD = ("/", "%")
+
+# kinds whose names must be DNS labels (RFC 1123) rather than subdomains
+_LABEL_NAMED = {("", "namespaces"), ("", "services")}
+
+
+def now() -> str:
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def now_micro() -> str:
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def name_causes(tkey: tuple[str, str], name: str, custom: bool) -> list[dict[str, str]]:
+    if not name:
+        return [
+            field_cause(
+                "metadata.name",
+                "Required value: name or generateName is required",
+                "FieldValueRequired",
+            )
+        ]
+    if tkey in _LABEL_NAMED:
+        if len(name) > 63 or not _LABEL.match(name):
+            return [
+                field_cause(
+                    "metadata.name",
+                    f'Invalid value: "{name}": a lowercase RFC 1123 label must consist of lower '
+                    "case "
+                    "alphanumeric characters or '-', and must start and end with an alphanumeric "
+                    "character (e.g. 'my-name',  or '123-abc', regex used for validation is "
+                    "'[a-z0-9]([-a-z0-9]*[a-z0-9])?')",
+                )
+            ]
+        return []
+    if (
+        tkey == ("", "events")
+        or tkey == ("events.k8s.io", "events")
+        or (custom is False and tkey[0] == "" and tkey[1] in ("nodes",))
+    ):
+        # events and nodes take any path-segment name in practice
+        if name in (".", "..") or any(c in name for c in _PATH_SEGMENT_BAD):
+            return [
+                field_cause(
+                    "metadata.name", f"Invalid value: \"{name}\": may not contain '/' or '%'"
+                )
+            ]
+        return []
+    if len(name) > 253 or not _SUBDOMAIN.match(name):
+        return [
+            field_cause(
+                "metadata.name",
+                f'Invalid value: "{name}": a lowercase RFC 1123 subdomain must consist of lower '
+                "case "
+                "alphanumeric characters, '-' or '.', and must start and end with an alphanumeric "
+                "character (e.g. 'example.com', regex used for validation is "
+                "'[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')",
+            )
+        ]
+    return []
+
+
+def label_causes(meta: dict[str, Any]) -> list[dict[str, str]]:
+    causes = []
+    for where in ("labels", "annotations"):
+        value = meta.get(where)
+        if value is None:
+            continue
+        if not isinstance(value, dict):
+            causes.append(
+                field_cause(
+                    f"metadata.{where}", "Invalid value: must be a map", "FieldValueTypeInvalid"
+                )
+            )
+            continue
+        for k, v in value.items():
+            if not isinstance(v, str):
+                causes.append(
+                    field_cause(
+                        f"metadata.{where}",
+                        f"Invalid value: {k}: values must be strings",
+                        "FieldValueTypeInvalid",
+                    )
+                )
+            elif where == "labels" and (
+                len(v) > 63
+                or (v and not re.match(r"^[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$", v))
+            ):
+                causes.append(
+                    field_cause(
+                        "metadata.labels",
+                        f'Invalid value: "{v}": a valid '
+                        "label must be an empty string or consist of "
+                        "alphanumeric characters, '-', '_' or '.', and must "
+                        "start and end with an alphanumeric character",
+                    )
+                )
+    return causes
+
+
+def spec_of(obj: dict[str, Any]) -> dict[str, Any]:
+    """Everything the generation counter watches: the object minus metadata and status."""
+    return {k: v for k, v in obj.items() if k not in ("metadata", "status", "apiVersion", "kind")}

@@ -1,0 +1,1020 @@
+"""The API semantics on top of the store: create, get, list, update, patch, delete, bind.
+
+Writes run in three steps: prepare the new object without the lock (decode, defaults, schema
+validation, admission webhooks — which may call back into this server), then commit under the
+store lock after checking that the object did not change meanwhile. A PUT or PATCH that names a
+resourceVersion fails with 409 if it is stale; a PATCH without one is re-applied to the latest
+object, as the real server does.
+"""
+
+from __future__ import annotations
+
+import base64
+import random
+import threading
+import uuid
+from dataclasses import dataclass
+from typing import Any
+
+import orjson
+
+from kai.sim.apiserver import lifecycle, meta
+from kai.sim.apiserver.errors import (
+    ApiError,
+    already_exists,
+    bad_request,
+    conflict,
+    expired,
+    field_cause,
+    invalid,
+    not_found,
+)
+from kai.sim.apiserver.options import ServerOptions
+from kai.sim.apiserver.patch import json_patch, merge_patch, strategic_merge_patch
+from kai.sim.apiserver.resources import (
+    BUILTIN_TYPES,
+    ResourceType,
+    check_crd,
+    from_crd,
+    not_served,
+    parse_group_version,
+)
+from kai.sim.apiserver.schema_validation import validate_custom_resource
+from kai.sim.apiserver.selectors import (
+    fields_match,
+    labels_match,
+    parse_field_selector,
+    parse_label_selector,
+)
+from kai.sim.apiserver.storage import Store
+
+CRD_KEY = ("apiextensions.k8s.io", "customresourcedefinitions")
+NS_KEY = ("", "namespaces")
+PODS_KEY = ("", "pods")
+PC_KEY = ("scheduling.k8s.io", "priorityclasses")
+_SUFFIX_CHARS = "bcdfghjklmnpqrstvwxz2456789"
+# pod spec fields an update may change (everything else is immutable once created)
+_POD_MUTABLE_SPEC = (
+    "activeDeadlineSeconds",
+    "tolerations",
+    "terminationGracePeriodSeconds",
+    "schedulingGates",
+)
+
+
+def _copy(obj: Any) -> Any:
+    return orjson.loads(orjson.dumps(obj))
+
+
+@dataclass
+class WriteOptions:
+    dry_run: bool = False
+    field_validation: str = "Strict"
+    field_manager: str | None = None
+
+
+class _Retry(Exception):
+    pass
+
+
+class ApiCore:
+    def __init__(self, options: ServerOptions | None = None) -> None:
+        self.options = options or ServerOptions()
+        self.store = Store(history_size=self.options.history_size)
+        self.types: dict[tuple[str, str], ResourceType] = {t.key: t for t in BUILTIN_TYPES}
+        self._random = random.Random(self.options.seed)
+        self._random_lock = threading.Lock()
+        from kai.sim.apiserver.admission import Admission
+        from kai.sim.apiserver.collector import Collector
+        from kai.sim.apiserver.faults import FaultInjector
+
+        self.admission = Admission(self)
+        self.faults = FaultInjector()
+        self.collector = Collector(self)
+        self._bootstrap()
+
+    # -- catalogue -------------------------------------------------------------------------
+    def resolve(self, group: str, version: str, plural: str) -> ResourceType:
+        rt = self.types.get((group, plural))
+        if rt is None or version not in rt.versions:
+            raise not_served(group, version, plural)
+        return rt
+
+    def find_kind(self, api_version: str, kind: str) -> ResourceType | None:
+        group, _ = parse_group_version(api_version)
+        for rt in list(self.types.values()):
+            if rt.group == group and rt.kind == kind:
+                return rt
+        return None
+
+    def _bootstrap(self) -> None:
+        for name in ("default", "kube-system", "kube-public", "kube-node-lease"):
+            self.create_internal(self.types[NS_KEY], {"metadata": {"name": name}})
+        for name, value, desc in lifecycle.SYSTEM_PRIORITY_CLASSES:
+            self.create_internal(
+                self.types[PC_KEY],
+                {
+                    "metadata": {"name": name},
+                    "value": value,
+                    "description": desc,
+                    "preemptionPolicy": "PreemptLowerPriority",
+                },
+            )
+
+    # -- reads -----------------------------------------------------------------------------
+    def get(self, rt: ResourceType, version: str, ns: str, name: str) -> dict[str, Any]:
+        obj = self.store.get(rt.key, ns, name)
+        if obj is None:
+            raise not_found(rt.plural, rt.group, name)
+        return self.at_version(rt, obj, version)
+
+    def at_version(self, rt: ResourceType, obj: dict[str, Any], version: str) -> dict[str, Any]:
+        api_version = rt.api_version(version)
+        if obj.get("apiVersion") == api_version:
+            return obj
+        out = dict(obj)
+        out["apiVersion"] = api_version
+        return out
+
+    def list_objects(
+        self, rt: ResourceType, version: str, ns: str | None, q: dict[str, str]
+    ) -> dict[str, Any]:
+        labels = parse_label_selector(q.get("labelSelector"))
+        fields = parse_field_selector(q.get("fieldSelector"), rt.supports_field, rt.kind)
+        limit = int(q.get("limit") or 0)
+        token = q.get("continue")
+        if token:
+            snap_id, offset = _decode_continue(token)
+            snap = self.store.load_snapshot(snap_id)
+            if snap is None:
+                raise expired(
+                    "The provided continue parameter is too old to display a "
+                    "consistent list result. You can start a new list without the "
+                    "continue parameter."
+                )
+            items, list_rv = snap.items, snap.rv
+        else:
+            rv_param = q.get("resourceVersion")
+            if rv_param not in (None, "", "0"):
+                try:
+                    wanted = int(str(rv_param))
+                except ValueError as exc:
+                    raise bad_request(f"invalid resource version {rv_param!r}") from exc
+                if wanted > self.store.rv:
+                    raise ApiError(
+                        504,
+                        f"Too large resource version: {wanted}, current: {self.store.rv}",
+                        "Timeout",
+                    )
+                if q.get("resourceVersionMatch") == "Exact" and wanted != self.store.rv:
+                    raise expired(f"too old resource version: {wanted} ({self.store.rv})")
+            with self.store.lock:
+                items = self.store.sorted_items(rt.key, ns)
+                list_rv = self.store.rv
+            offset = 0
+        out: list[dict[str, Any]] = []
+        i = offset
+        n = len(items)
+        while i < n:
+            obj = items[i]
+            i += 1
+            if labels and not labels_match(labels, obj["metadata"].get("labels")):
+                continue
+            if fields and not fields_match(fields, obj):
+                continue
+            out.append(self.at_version(rt, obj, version))
+            if limit and len(out) >= limit:
+                break
+        list_meta: dict[str, Any] = {"resourceVersion": str(list_rv)}
+        if limit and i < n:
+            snap_id = snap_id if token else self.store.save_snapshot(list_rv, items)
+            list_meta["continue"] = _encode_continue(snap_id, i)
+            if not labels and not fields:
+                list_meta["remainingItemCount"] = n - i
+        return {
+            "kind": rt.kind + "List",
+            "apiVersion": rt.api_version(version),
+            "metadata": list_meta,
+            "items": out,
+        }
+
+    # -- create ----------------------------------------------------------------------------
+    def _decode(self, rt: ResourceType, version: str, body: Any, ns: str | None) -> dict[str, Any]:
+        if not isinstance(body, dict):
+            raise bad_request(f"the body of the request must be a {rt.kind} object")
+        api_version = rt.api_version(version)
+        if body.get("kind", rt.kind) != rt.kind:
+            raise bad_request(
+                f"the body kind {body.get('kind')!r} does not match the "
+                f"resource {rt.qualified()!r}, which holds {rt.kind}"
+            )
+        if body.get("apiVersion", api_version) not in (api_version,) and not (
+            parse_group_version(str(body.get("apiVersion")))[0] == rt.group
+            and parse_group_version(str(body.get("apiVersion")))[1] in rt.versions
+        ):
+            raise bad_request(
+                f"the API version in the data ({body.get('apiVersion')}) does not "
+                f"match the expected API version ({api_version})"
+            )
+        body["apiVersion"] = api_version
+        body["kind"] = rt.kind
+        md = body.get("metadata")
+        if md is None:
+            md = body["metadata"] = {}
+        if not isinstance(md, dict):
+            raise bad_request("metadata must be an object")
+        if rt.namespaced:
+            body_ns = md.get("namespace")
+            if body_ns and ns and body_ns != ns:
+                raise bad_request(
+                    "the namespace of the provided object does not match the "
+                    "namespace sent on the request"
+                )
+            if ns:
+                md["namespace"] = ns
+        else:
+            md.pop("namespace", None)
+        return body
+
+    def _field_checks(
+        self, rt: ResourceType, version: str, obj: dict[str, Any], opts: WriteOptions
+    ) -> list[str]:
+        """Schema validation for custom resources; returns warnings (Warn mode)."""
+        md = obj["metadata"]
+        name = md.get("name") or md.get("generateName") or ""
+        causes = meta.label_causes(md)
+        warnings: list[str] = []
+        if rt.is_custom:
+            schema = rt.schemas.get(version)
+            prune = opts.field_validation != "Strict"
+            errors, unknown = validate_custom_resource(obj, schema, prune)
+            if unknown and opts.field_validation == "Strict":
+                listed = ", ".join(f'unknown field "{u}"' for u in unknown)
+                raise ApiError(
+                    400,
+                    f'{rt.kind} in version "{version}" cannot be handled as a '
+                    f"{rt.kind}: strict decoding error: {listed}",
+                    "BadRequest",
+                )
+            if unknown and opts.field_validation == "Warn":
+                warnings += [f'unknown field "{u}"' for u in unknown]
+            causes += errors
+        elif rt.key == CRD_KEY:
+            causes += check_crd(obj)
+        elif rt.key == PC_KEY and not isinstance(obj.get("value"), int):
+            causes.append(field_cause("value", "Required value", "FieldValueRequired"))
+        if causes:
+            raise invalid(rt.kind, rt.group, name, causes)
+        return warnings
+
+    def create(
+        self, rt: ResourceType, version: str, ns: str | None, body: Any, opts: WriteOptions
+    ) -> tuple[dict[str, Any], list[str]]:
+        obj = self._decode(rt, version, body, ns)
+        md = obj["metadata"]
+        for k in (
+            "uid",
+            "resourceVersion",
+            "deletionTimestamp",
+            "deletionGracePeriodSeconds",
+            "creationTimestamp",
+            "generation",
+            "selfLink",
+            "managedFields",
+        ):
+            md.pop(k, None)
+        name = md.get("name") or ""
+        if not name and not md.get("generateName"):
+            raise invalid(rt.kind, rt.group, "", meta.name_causes(rt.key, "", rt.is_custom))
+        if name:
+            causes = meta.name_causes(rt.key, name, rt.is_custom)
+            if causes:
+                raise invalid(rt.kind, rt.group, name, causes)
+        if rt.namespaced:
+            self._check_namespace(md.get("namespace") or "")
+        self._on_create(rt, obj)
+        warnings = self._field_checks(rt, version, obj, opts)
+        obj, changed = self.admission.mutate("CREATE", rt, version, "", obj, None, opts)
+        if changed:
+            warnings += self._field_checks(rt, version, obj, opts)
+        self.admission.validate("CREATE", rt, version, "", obj, None, opts)
+        if opts.dry_run:
+            return self._stamp_new(rt, obj, dry_run=True), warnings
+        with self.store.lock:
+            if rt.namespaced:
+                self._check_namespace(md.get("namespace") or "")
+            stored = self._commit_create(rt, obj)
+        return self.at_version(rt, stored, version), warnings
+
+    def create_internal(self, rt: ResourceType, obj: dict[str, Any]) -> dict[str, Any]:
+        """A write by the server itself (bootstrap, controllers): no admission, no checks."""
+        obj["apiVersion"] = rt.api_version(rt.storage_version)
+        obj["kind"] = rt.kind
+        self._on_create(rt, obj)
+        with self.store.lock:
+            return self._commit_create(rt, obj)
+
+    def _check_namespace(self, ns: str) -> None:
+        space = self.store.get(NS_KEY, "", ns)
+        if space is None:
+            raise not_found("namespaces", "", ns)
+        if space["metadata"].get("deletionTimestamp"):
+            raise ApiError(
+                403,
+                f"unable to create new content in namespace {ns} because it is being terminated",
+                "Forbidden",
+                name=ns,
+                kind="namespaces",
+            )
+
+    def _on_create(self, rt: ResourceType, obj: dict[str, Any]) -> None:
+        if rt.key == PODS_KEY:
+            lifecycle.pod_on_create(obj, self._priority_of)
+        elif rt.key == ("", "nodes"):
+            lifecycle.node_on_create(obj, self.options.taint_new_nodes)
+        elif rt.key == NS_KEY:
+            lifecycle.namespace_on_create(obj)
+        elif rt.key == CRD_KEY or ("status" in rt.subresources and rt.key != ("", "nodes")):
+            obj.pop("status", None)
+
+    def _priority_of(self, cls_name: str | None) -> tuple[int | None, str | None]:
+        if cls_name:
+            pc = self.store.get(PC_KEY, "", cls_name)
+            return (pc.get("value"), pc.get("preemptionPolicy")) if pc else (None, None)
+        for pc in self.store.iter(PC_KEY, None):
+            if pc.get("globalDefault"):
+                return pc.get("value"), pc.get("preemptionPolicy")
+        return None, None
+
+    def _stamp_new(
+        self, rt: ResourceType, obj: dict[str, Any], dry_run: bool = False
+    ) -> dict[str, Any]:
+        md = dict(obj["metadata"])
+        obj = dict(obj)
+        obj["metadata"] = md
+        md["uid"] = str(uuid.uuid4())
+        md["creationTimestamp"] = meta.now()
+        if rt.has_generation:
+            md["generation"] = 1
+        if not dry_run:
+            md["resourceVersion"] = str(self.store.rv)
+        if rt.key == CRD_KEY:
+            obj["status"] = lifecycle.crd_status(obj)
+        return obj
+
+    def _commit_create(self, rt: ResourceType, obj: dict[str, Any]) -> dict[str, Any]:
+        md = obj["metadata"]
+        ns = md.get("namespace") or ""
+        if not md.get("name"):
+            base = md["generateName"]
+            for _ in range(20):
+                with self._random_lock:
+                    suffix = "".join(self._random.choice(_SUFFIX_CHARS) for _ in range(5))
+                if self.store.get(rt.key, ns, base + suffix) is None:
+                    md["name"] = base + suffix
+                    break
+            else:
+                raise ApiError(
+                    409,
+                    f"{rt.qualified()} could not generate a unique name for {base!r}",
+                    "AlreadyExists",
+                )
+            causes = meta.name_causes(rt.key, md["name"], rt.is_custom)
+            if causes:
+                raise invalid(rt.kind, rt.group, md["name"], causes)
+        if self.store.get(rt.key, ns, md["name"]) is not None:
+            raise already_exists(rt.plural, rt.group, md["name"])
+        if rt.key == CRD_KEY:
+            self._check_crd_names(obj)
+        self.store.next_rv()
+        stored = self._stamp_new(rt, obj)
+        self.store.commit(rt.key, "ADDED", stored, None)
+        if rt.key == CRD_KEY:
+            self._install_crd(stored)
+        elif rt.key == NS_KEY:
+            sa = self.types[("", "serviceaccounts")]
+            self._commit_create(
+                sa,
+                {
+                    "apiVersion": "v1",
+                    "kind": "ServiceAccount",
+                    "metadata": {"name": "default", "namespace": md["name"]},
+                },
+            )
+        return stored
+
+    # -- CRDs ------------------------------------------------------------------------------
+    def _check_crd_names(self, crd: dict[str, Any]) -> None:
+        spec = crd["spec"]
+        key = (spec["group"], spec["names"]["plural"])
+        existing = self.types.get(key)
+        if existing is not None and existing.crd_name != crd["metadata"]["name"]:
+            raise invalid(
+                "CustomResourceDefinition",
+                "apiextensions.k8s.io",
+                crd["metadata"]["name"],
+                [field_cause("spec.names.plural", f'Invalid value: "{key[1]}": is already in use')],
+            )
+
+    def _install_crd(self, crd: dict[str, Any]) -> None:
+        rt = from_crd(crd)
+        self.types[rt.key] = rt
+
+    def _uninstall_crd(self, crd: dict[str, Any]) -> None:
+        spec = crd["spec"]
+        key = (spec["group"], spec["names"]["plural"])
+        rt = self.types.get(key)
+        if rt is None or rt.crd_name != crd["metadata"]["name"]:
+            return
+        for obj in list(self.store.iter(key, None)):
+            self.store.next_rv()
+            gone = _with_rv(obj, self.store.rv)
+            self.store.commit(key, "DELETED", gone, obj)
+        del self.types[key]
+
+    # -- update / patch --------------------------------------------------------------------
+    def update(
+        self,
+        rt: ResourceType,
+        version: str,
+        ns: str | None,
+        name: str,
+        body: Any,
+        opts: WriteOptions,
+        subresource: str = "",
+    ) -> tuple[dict[str, Any], list[str]]:
+        new = self._decode(rt, version, body, ns)
+        body_name = new["metadata"].get("name")
+        if body_name and body_name != name:
+            raise bad_request(
+                f"the name of the object ({body_name}) does not match the name on the URL ({name})"
+            )
+        new["metadata"]["name"] = name
+        wanted_rv = new["metadata"].get("resourceVersion") or None
+        for _ in range(8):
+            old = self.store.get(rt.key, ns or "", name)
+            if old is None:
+                raise not_found(rt.plural, rt.group, name)
+            try:
+                return self._write_update(
+                    rt, version, old, _copy(new) if _ else new, opts, subresource, wanted_rv
+                )
+            except _Retry:
+                continue
+        raise conflict(rt.plural, rt.group, name, "the object is changing too fast; try again")
+
+    def patch(
+        self,
+        rt: ResourceType,
+        version: str,
+        ns: str | None,
+        name: str,
+        ptype: str,
+        raw: bytes,
+        opts: WriteOptions,
+        subresource: str = "",
+    ) -> tuple[dict[str, Any], list[str]]:
+        try:
+            if ptype == "application/apply-patch+yaml":
+                patch_doc = _load_yaml(raw)
+            else:
+                patch_doc = orjson.loads(raw)
+        except ValueError as exc:
+            raise bad_request(f"the patch body is not valid: {exc}") from exc
+        if ptype == "application/strategic-merge-patch+json" and rt.is_custom:
+            raise ApiError(
+                415,
+                "the body of the request was in an unknown format - accepted "
+                "media types include: application/json-patch+json, "
+                "application/merge-patch+json, application/apply-patch+yaml",
+                "UnsupportedMediaType",
+            )
+        if ptype == "application/apply-patch+yaml" and not opts.field_manager:
+            raise bad_request(
+                "PATCH requests with content type application/apply-patch+yaml "
+                "must set the fieldManager query parameter"
+            )
+        for _ in range(8):
+            old = self.store.get(rt.key, ns or "", name)
+            if old is None:
+                if ptype == "application/apply-patch+yaml":
+                    body = dict(patch_doc) if isinstance(patch_doc, dict) else patch_doc
+                    return self.create(rt, version, ns, body, opts)
+                raise not_found(rt.plural, rt.group, name)
+            doc = _copy(self.at_version(rt, old, version))
+            if ptype == "application/json-patch+json":
+                new = json_patch(doc, patch_doc)
+            elif ptype == "application/merge-patch+json":
+                if not isinstance(patch_doc, dict):
+                    raise bad_request("a merge patch must be a JSON object")
+                new = merge_patch(doc, patch_doc)
+            elif ptype in (
+                "application/strategic-merge-patch+json",
+                "application/apply-patch+yaml",
+            ):
+                if not isinstance(patch_doc, dict):
+                    raise bad_request("the patch must be an object")
+                if rt.is_custom:
+                    new = merge_patch(doc, patch_doc)
+                else:
+                    new = strategic_merge_patch(doc, patch_doc)
+            else:
+                raise ApiError(
+                    415,
+                    f"the body of the request was in an unknown format - {ptype!r}",
+                    "UnsupportedMediaType",
+                )
+            if not isinstance(new, dict):
+                raise bad_request("the patched object is not an object")
+            new = self._decode(rt, version, _copy(new), ns)
+            if new["metadata"].get("name") != name:
+                raise bad_request("the patch may not change metadata.name")
+            patched_rv = new["metadata"].get("resourceVersion")
+            wanted = patched_rv if patched_rv != old["metadata"].get("resourceVersion") else None
+            if ptype != "application/apply-patch+yaml" and isinstance(patch_doc, dict):
+                asked = (patch_doc.get("metadata") or {}).get("resourceVersion")
+                wanted = asked or wanted
+            try:
+                return self._write_update(rt, version, old, new, opts, subresource, wanted)
+            except _Retry:
+                continue
+        raise conflict(rt.plural, rt.group, name, "the object is changing too fast; try again")
+
+    def _write_update(
+        self,
+        rt: ResourceType,
+        version: str,
+        old: dict[str, Any],
+        new: dict[str, Any],
+        opts: WriteOptions,
+        subresource: str,
+        wanted_rv: str | None,
+    ) -> tuple[dict[str, Any], list[str]]:
+        name = old["metadata"]["name"]
+        old_rv = old["metadata"]["resourceVersion"]
+        if wanted_rv is not None and wanted_rv != old_rv:
+            raise conflict(
+                rt.plural,
+                rt.group,
+                name,
+                "the object has been modified; please "
+                "apply your changes to the latest version and try again",
+            )
+        merged = self._merge_update(rt, old, new, subresource)
+        warnings = self._field_checks(rt, version, merged, opts)
+        merged, changed = self.admission.mutate(
+            "UPDATE", rt, version, subresource, merged, old, opts
+        )
+        if changed:
+            warnings += self._field_checks(rt, version, merged, opts)
+        self.admission.validate("UPDATE", rt, version, subresource, merged, old, opts)
+        if opts.dry_run:
+            return merged, warnings
+        with self.store.lock:
+            cur = self.store.get(rt.key, old["metadata"].get("namespace") or "", name)
+            if cur is None:
+                raise not_found(rt.plural, rt.group, name)
+            if cur["metadata"]["resourceVersion"] != old_rv:
+                if wanted_rv is not None:
+                    raise conflict(
+                        rt.plural,
+                        rt.group,
+                        name,
+                        "the object has been modified; "
+                        "please apply your changes to the latest version and try "
+                        "again",
+                    )
+                raise _Retry
+            stored = self._commit_update(rt, cur, merged)
+        return self.at_version(rt, stored, version), warnings
+
+    def _merge_update(
+        self, rt: ResourceType, old: dict[str, Any], new: dict[str, Any], subresource: str
+    ) -> dict[str, Any]:
+        old_md = old["metadata"]
+        if subresource == "status":
+            merged = dict(old)
+            merged["metadata"] = dict(old_md)
+            if "status" in new:
+                merged["status"] = new["status"]
+            else:
+                merged.pop("status", None)
+            merged["apiVersion"] = new["apiVersion"]
+            return merged
+        md = dict(new["metadata"])
+        for k in (
+            "uid",
+            "creationTimestamp",
+            "deletionTimestamp",
+            "deletionGracePeriodSeconds",
+            "generation",
+            "namespace",
+            "name",
+        ):
+            if k in old_md:
+                md[k] = old_md[k]
+            else:
+                md.pop(k, None)
+        md["resourceVersion"] = old_md["resourceVersion"]
+        if old_md.get("deletionTimestamp"):
+            added = set(md.get("finalizers") or []) - set(old_md.get("finalizers") or [])
+            if added:
+                raise invalid(
+                    rt.kind,
+                    rt.group,
+                    old_md["name"],
+                    [
+                        field_cause(
+                            "metadata.finalizers",
+                            "Forbidden: no new finalizers can be added if the "
+                            f"object is being deleted, found new finalizers {sorted(added)}",
+                            "FieldValueForbidden",
+                        )
+                    ],
+                )
+        merged = dict(new)
+        merged["metadata"] = md
+        if "status" in rt.subresources:
+            if "status" in old:
+                merged["status"] = old["status"]
+            else:
+                merged.pop("status", None)
+        if rt.key == PODS_KEY:
+            self._check_pod_update(old, merged)
+        if rt.key == CRD_KEY:
+            causes = check_crd(merged)
+            if causes:
+                raise invalid(rt.kind, rt.group, old_md["name"], causes)
+            if (merged["spec"]["group"], merged["spec"]["names"]["plural"]) != (
+                old["spec"]["group"],
+                old["spec"]["names"]["plural"],
+            ):
+                raise invalid(
+                    rt.kind,
+                    rt.group,
+                    old_md["name"],
+                    [field_cause("spec.names.plural", "Invalid value: field is immutable")],
+                )
+        if rt.has_generation and meta.spec_of(merged) != meta.spec_of(old):
+            md["generation"] = int(old_md.get("generation") or 0) + 1
+        return merged
+
+    def _check_pod_update(self, old: dict[str, Any], new: dict[str, Any]) -> None:
+        def frozen(spec: dict[str, Any]) -> dict[str, Any]:
+            out = {k: v for k, v in spec.items() if k not in _POD_MUTABLE_SPEC}
+            out["containers"] = [
+                {k: v for k, v in c.items() if k != "image"} for c in spec.get("containers") or []
+            ]
+            out["initContainers"] = [
+                {k: v for k, v in c.items() if k != "image"}
+                for c in spec.get("initContainers") or []
+            ]
+            return out
+
+        if frozen(new.get("spec") or {}) != frozen(old.get("spec") or {}):
+            name = old["metadata"]["name"]
+            raise invalid(
+                "Pod",
+                "",
+                name,
+                [
+                    field_cause(
+                        "spec",
+                        "Forbidden: pod updates may not change fields other than "
+                        "`spec.containers[*].image`, `spec.initContainers[*].image`, "
+                        "`spec.activeDeadlineSeconds`, `spec.tolerations` (only additions to "
+                        "existing tolerations), `spec.terminationGracePeriodSeconds` (allow it to "
+                        "be set to 1 if it was previously negative) or `spec.schedulingGates`",
+                        "FieldValueForbidden",
+                    )
+                ],
+            )
+
+    def _commit_update(
+        self, rt: ResourceType, cur: dict[str, Any], merged: dict[str, Any]
+    ) -> dict[str, Any]:
+        """Store ``merged`` as the successor of ``cur`` (lock held). An object being deleted
+        whose last finalizer went away is removed instead."""
+        self.store.next_rv()
+        stored = _with_rv(merged, self.store.rv)
+        md = stored["metadata"]
+        if (
+            md.get("deletionTimestamp")
+            and not md.get("finalizers")
+            and not (rt.key == PODS_KEY and int(md.get("deletionGracePeriodSeconds") or 0) > 0)
+        ):
+            self.store.commit(rt.key, "DELETED", stored, cur)
+            self._after_delete(rt, stored)
+        else:
+            self.store.commit(rt.key, "MODIFIED", stored, cur)
+            if rt.key == CRD_KEY:
+                self._install_crd(stored)
+        return stored
+
+    def update_internal(
+        self, rt: ResourceType, cur: dict[str, Any], change: dict[str, Any]
+    ) -> dict[str, Any]:
+        """Replace ``cur`` by ``change`` as the server's own controllers do (lock held)."""
+        return self._commit_update(rt, cur, change)
+
+    # -- bind ------------------------------------------------------------------------------
+    def bind(self, ns: str, name: str, body: Any, opts: WriteOptions) -> dict[str, Any]:
+        if not isinstance(body, dict) or not isinstance(body.get("target"), dict):
+            raise invalid(
+                "Binding", "", name, [field_cause("target", "Required value", "FieldValueRequired")]
+            )
+        target = body["target"]
+        node = target.get("name")
+        if not node:
+            raise invalid(
+                "Binding",
+                "",
+                name,
+                [field_cause("target.name", "Required value", "FieldValueRequired")],
+            )
+        if target.get("kind", "Node") != "Node":
+            raise invalid(
+                "Binding",
+                "",
+                name,
+                [
+                    field_cause(
+                        "target.kind",
+                        f"Invalid value: \"{target.get('kind')}\": must be empty or 'Node'",
+                    )
+                ],
+            )
+        pods = self.types[PODS_KEY]
+        binding_obj = {
+            "apiVersion": "v1",
+            "kind": "Binding",
+            "metadata": {"name": name, "namespace": ns},
+            "target": target,
+        }
+        self.admission.validate(
+            "CREATE",
+            pods,
+            "v1",
+            "binding",
+            binding_obj,
+            None,
+            opts,
+            object_kind=("", "v1", "Binding"),
+        )
+        with self.store.lock:
+            cur = self.store.get(PODS_KEY, ns, name)
+            if cur is None:
+                raise not_found("pods", "", name)
+            if cur["metadata"].get("deletionTimestamp"):
+                raise conflict(
+                    "pods/binding",
+                    "",
+                    name,
+                    f"pod {name} is being deleted, cannot be assigned to a host",
+                )
+            assigned = (cur.get("spec") or {}).get("nodeName")
+            if assigned:
+                raise conflict(
+                    "pods/binding", "", name, f'pod {name} is already assigned to node "{assigned}"'
+                )
+            if opts.dry_run:
+                return _success(201)
+            new = dict(cur)
+            new["spec"] = dict(cur.get("spec") or {})
+            new["spec"]["nodeName"] = node
+            new["metadata"] = dict(cur["metadata"])
+            extra = (body.get("metadata") or {}).get("annotations")
+            if extra:
+                new["metadata"]["annotations"] = {
+                    **(cur["metadata"].get("annotations") or {}),
+                    **extra,
+                }
+            status = dict(cur.get("status") or {})
+            conds = [c for c in status.get("conditions") or [] if c.get("type") != "PodScheduled"]
+            conds.append(
+                {
+                    "type": "PodScheduled",
+                    "status": "True",
+                    "lastProbeTime": None,
+                    "lastTransitionTime": meta.now(),
+                }
+            )
+            status["conditions"] = conds
+            new["status"] = status
+            self._commit_update(pods, cur, new)
+        return _success(201)
+
+    # -- delete ----------------------------------------------------------------------------
+    def delete(
+        self,
+        rt: ResourceType,
+        version: str,
+        ns: str | None,
+        name: str,
+        body: Any,
+        q: dict[str, str],
+        opts: WriteOptions,
+    ) -> dict[str, Any]:
+        options = body if isinstance(body, dict) else {}
+        grace = options.get("gracePeriodSeconds", q.get("gracePeriodSeconds"))
+        grace_s = int(grace) if grace not in (None, "") else None
+        policy = options.get("propagationPolicy") or q.get("propagationPolicy")
+        if policy is None:
+            orphan = options.get("orphanDependents", q.get("orphanDependents"))
+            if orphan in (True, "true"):
+                policy = "Orphan"
+            elif orphan in (False, "false"):
+                policy = "Background"
+        if policy is not None and policy not in ("Orphan", "Background", "Foreground"):
+            raise invalid(
+                "DeleteOptions",
+                "",
+                name,
+                [
+                    field_cause(
+                        "propagationPolicy",
+                        f'Unsupported value: "{policy}": supported values: '
+                        '"Foreground", "Background", "Orphan", "nil"',
+                        "FieldValueNotSupported",
+                    )
+                ],
+            )
+        pre = options.get("preconditions") or {}
+        cur = self.store.get(rt.key, ns or "", name)
+        if cur is None:
+            raise not_found(rt.plural, rt.group, name)
+        self.admission.validate("DELETE", rt, version, "", None, cur, opts)
+        with self.store.lock:
+            cur = self.store.get(rt.key, ns or "", name)
+            if cur is None:
+                raise not_found(rt.plural, rt.group, name)
+            cmd = cur["metadata"]
+            if pre.get("uid") and pre["uid"] != cmd.get("uid"):
+                raise conflict(
+                    rt.plural,
+                    rt.group,
+                    name,
+                    "Precondition failed: UID in "
+                    f"precondition: {pre['uid']}, UID in object meta: {cmd.get('uid')}",
+                )
+            if pre.get("resourceVersion") and pre["resourceVersion"] != cmd["resourceVersion"]:
+                raise conflict(
+                    rt.plural,
+                    rt.group,
+                    name,
+                    "Precondition failed: "
+                    f"ResourceVersion in precondition: {pre['resourceVersion']}, "
+                    f"ResourceVersion in object meta: {cmd['resourceVersion']}",
+                )
+            if opts.dry_run:
+                return self.at_version(rt, cur, version)
+            result = self.delete_locked(rt, cur, grace_s, policy or rt.default_propagation)
+        return self.at_version(rt, result, version)
+
+    def delete_locked(
+        self, rt: ResourceType, cur: dict[str, Any], grace: int | None, policy: str
+    ) -> dict[str, Any]:
+        """The deletion rules (lock held); returns the object's final or pending state."""
+        cmd = cur["metadata"]
+        finalizers = list(cmd.get("finalizers") or [])
+        if policy == "Orphan":
+            self.collector.orphan_dependents(cmd["uid"])
+        elif (
+            policy == "Foreground"
+            and "foregroundDeletion" not in finalizers
+            and self.store.owner_index.get(cmd["uid"])
+        ):
+            finalizers.append("foregroundDeletion")
+        pending_grace = 0
+        if rt.key == PODS_KEY and self.options.pod_deletion == "kubelet":
+            spec, status = cur.get("spec") or {}, cur.get("status") or {}
+            terminal = status.get("phase") in ("Succeeded", "Failed")
+            if spec.get("nodeName") and not terminal:
+                pending_grace = (
+                    grace
+                    if grace is not None
+                    else int(spec.get("terminationGracePeriodSeconds", 30))
+                )
+                if cmd.get("deletionTimestamp"):
+                    pending_grace = min(
+                        pending_grace, int(cmd.get("deletionGracePeriodSeconds") or 0)
+                    )
+        if rt.key == NS_KEY:
+            finalizers_spec = (cur.get("spec") or {}).get("finalizers") or []
+            if cmd.get("deletionTimestamp"):
+                return cur
+            new = dict(cur)
+            new["metadata"] = (
+                {**cmd, "deletionTimestamp": meta.now(), "finalizers": finalizers}
+                if finalizers
+                else {**cmd, "deletionTimestamp": meta.now()}
+            )
+            new["status"] = {**(cur.get("status") or {}), "phase": "Terminating"}
+            new["spec"] = {**(cur.get("spec") or {}), "finalizers": finalizers_spec}
+            self.store.next_rv()
+            stored = _with_rv(new, self.store.rv)
+            self.store.commit(rt.key, "MODIFIED", stored, cur)
+            self.collector.enqueue_namespace(cmd["name"])
+            return stored
+        if finalizers or pending_grace > 0:
+            if (
+                cmd.get("deletionTimestamp")
+                and finalizers == list(cmd.get("finalizers") or [])
+                and pending_grace == int(cmd.get("deletionGracePeriodSeconds") or 0)
+            ):
+                return cur
+            new = dict(cur)
+            md = dict(cmd)
+            md.setdefault("deletionTimestamp", meta.now())
+            md["deletionGracePeriodSeconds"] = pending_grace
+            if finalizers:
+                md["finalizers"] = finalizers
+            new["metadata"] = md
+            if rt.has_generation and not cmd.get("deletionTimestamp"):
+                md["generation"] = int(cmd.get("generation") or 0) + 1
+            self.store.next_rv()
+            stored = _with_rv(new, self.store.rv)
+            if not finalizers and pending_grace == 0:
+                self.store.commit(rt.key, "DELETED", stored, cur)
+                self._after_delete(rt, stored)
+            else:
+                self.store.commit(rt.key, "MODIFIED", stored, cur)
+                if "foregroundDeletion" in finalizers:
+                    self.collector.enqueue_dependents(cmd["uid"], "Background")
+            return stored
+        self.store.next_rv()
+        gone = _with_rv(cur, self.store.rv)
+        self.store.commit(rt.key, "DELETED", gone, cur)
+        self._after_delete(rt, gone)
+        return gone
+
+    def _after_delete(self, rt: ResourceType, gone: dict[str, Any]) -> None:
+        md = gone["metadata"]
+        if rt.key == CRD_KEY:
+            self._uninstall_crd(gone)
+        if self.store.owner_index.get(md["uid"]):
+            self.collector.enqueue_dependents(md["uid"], "Background")
+        for ref in md.get("ownerReferences") or []:
+            self.collector.enqueue_owner_check(ref, md.get("namespace") or "")
+        if md.get("namespace"):
+            self.collector.namespace_changed(md["namespace"])
+
+    def delete_collection(
+        self,
+        rt: ResourceType,
+        version: str,
+        ns: str | None,
+        body: Any,
+        q: dict[str, str],
+        opts: WriteOptions,
+    ) -> dict[str, Any]:
+        listing = self.list_objects(
+            rt, version, ns, {k: v for k, v in q.items() if k in ("labelSelector", "fieldSelector")}
+        )
+        deleted = []
+        for item in listing["items"]:
+            md = item["metadata"]
+            try:
+                deleted.append(
+                    self.delete(rt, version, md.get("namespace"), md["name"], body, q, opts)
+                )
+            except ApiError as exc:
+                if exc.code != 404:
+                    raise
+        listing["items"] = deleted
+        return listing
+
+
+def _with_rv(obj: dict[str, Any], rv: int) -> dict[str, Any]:
+    out = dict(obj)
+    out["metadata"] = {**obj["metadata"], "resourceVersion": str(rv)}
+    return out
+
+
+def _success(code: int) -> dict[str, Any]:
+    return {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "code": code}
+
+
+def _encode_continue(snap_id: str, offset: int) -> str:
+    raw = orjson.dumps({"s": snap_id, "o": offset})
+    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
+
+
+def _decode_continue(token: str) -> tuple[str, int]:
+    try:
+        data = orjson.loads(base64.urlsafe_b64decode(token + "=" * (-len(token) % 4)))
+        return str(data["s"]), int(data["o"])
+    except (ValueError, KeyError, TypeError) as exc:
+        raise bad_request(f"continue key is not valid: {token!r}") from exc
+
+
+def _load_yaml(raw: bytes) -> Any:
+    try:
+        return orjson.loads(raw)
+    except orjson.JSONDecodeError:
+        import yaml
+
+        try:
+            return yaml.safe_load(raw)
+        except yaml.YAMLError as exc:
+            raise ValueError(str(exc)) from exc

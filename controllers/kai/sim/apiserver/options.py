@@ -1,0 +1,29 @@
+"""Server settings (all have defaults; `kai apiserver` exposes the common ones as flags)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass
+class ServerOptions:
+    host: str = "127.0.0.1"
+    port: int = 0  # 0 = any free port
+    tls: bool = False
+    # How to treat unknown fields when a request does not say (?fieldValidation=...).
+    # A real server's default is Warn; the embedded one is stricter by default so that code
+    # developed against it does not silently lose fields on a real cluster.
+    default_field_validation: str = "Strict"
+    # Deleting a pod bound to a node (grace period > 0): "kubelet" keeps it with a
+    # deletionTimestamp until a kubelet (the simulated one) deletes it again with grace 0;
+    # "immediate" removes it at once, as if the kubelet had acknowledged instantly.
+    pod_deletion: str = "kubelet"
+    # The TaintNodesByCondition admission plugin: new nodes start tainted not-ready:NoSchedule.
+    taint_new_nodes: bool = True
+    history_size: int = 200_000  # retained watch events (the "etcd compaction" window)
+    bookmark_interval: float = 5.0  # seconds between BOOKMARK events on an idle watch
+    default_watch_timeout: float = 1800.0  # seconds when the client gives no timeoutSeconds
+    # service reference "namespace/name[:port]" -> "host:port" where that webhook listens
+    webhook_services: dict[str, str] = field(default_factory=dict)
+    git_version: str = "v1.36.0-kai.sim"
+    seed: int = 0
