@@ -28,6 +28,7 @@ __all__ = ["OUR_GROUPS", "check_documents", "is_ours"]
 OUR_GROUPS = ("gitops.kai.scheduler", "scheduling.run.ai", "kai.scheduler")
 
 _RESOURCE_FIELDS = ("quota", "limit", "overQuotaWeight")
+_RESOURCES = ("gpu", "cpu", "memory")
 
 
 def _group(api_version: str) -> str:
@@ -127,7 +128,7 @@ def _owned_by_rule(kind: str | None, path: FieldPath, value: Any) -> bool:
             return isinstance(value, str)
         if tail == ("priority",):
             return _is_number(value)
-        if len(tail) == 2 and tail[0] in _RESOURCE_FIELDS:
+        if len(tail) == 2 and tail[0] in _RESOURCE_FIELDS and tail[1] in _RESOURCES:
             if tail[0] == "overQuotaWeight" or tail[1] == "gpu":
                 return _is_number(value)
             return _quantity_like(value)
@@ -137,7 +138,12 @@ def _owned_by_rule(kind: str | None, path: FieldPath, value: Any) -> bool:
             return isinstance(value, str)
         if path == ("spec", "priority"):
             return _is_number(value)
-        if len(path) == 4 and path[:2] == ("spec", "resources") and path[3] in _RESOURCE_FIELDS:
+        if (
+            len(path) == 4
+            and path[:2] == ("spec", "resources")
+            and path[2] in _RESOURCES
+            and path[3] in _RESOURCE_FIELDS
+        ):
             return _is_number(value)
     return False
 
