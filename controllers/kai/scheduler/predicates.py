@@ -17,6 +17,7 @@ import numpy as np
 
 from kai.scheduler.nodes import NodeTable
 from kai.scheduler.resource_layout import BoolArray
+from kai.scheduler.sharing_modes import sharing_mode
 from kai.scheduler.snapshot import (
     NodeSelectorTerm,
     PodAffinityTerm,
@@ -36,6 +37,7 @@ OUTSIDE_DOMAIN = "outside the allowed topology domain"
 MIG_ONLY = "MIG instances are only on MIG nodes with the mixed strategy"
 NO_SHARING_ON_MIG = "GPU sharing is not possible on a MIG node"
 NO_GPU_MEMORY = "node has no GPU memory figure for shared GPUs"
+SHARING_MODE_NOT_ALLOWED = "the node pool's SharingPolicy does not allow this GPU sharing mode"
 TOO_MANY_PODS = "too many pods"
 INSUFFICIENT_SHARED = "insufficient shared GPU memory"
 
@@ -51,6 +53,7 @@ PREDICATE_ORDER: tuple[str, ...] = (
     MIG_ONLY,
     NO_SHARING_ON_MIG,
     NO_GPU_MEMORY,
+    SHARING_MODE_NOT_ALLOWED,
     TOO_MANY_PODS,
 )
 
@@ -162,6 +165,10 @@ def gpu_type_masks(nodes: NodeTable, task: TaskSpec) -> list[tuple[str, BoolArra
     if task.gpu.is_shared:
         out.append((NO_SHARING_ON_MIG, ~nodes.is_mig))
         out.append((NO_GPU_MEMORY, nodes.gpu_memory > 0))
+    mode = sharing_mode(task)
+    if mode is not None and any(spec.sharing_modes is not None for spec in nodes.specs):
+        allowed = [spec.sharing_modes is None or mode in spec.sharing_modes for spec in nodes.specs]
+        out.append((SHARING_MODE_NOT_ALLOWED, np.array(allowed, dtype=bool)))
     if not out:
         out.append((MIG_ONLY, np.ones(size, dtype=bool)))
     return out

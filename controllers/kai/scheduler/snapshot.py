@@ -249,6 +249,9 @@ class NodeSpec:
     taints: tuple[Taint, ...] = ()
     unschedulable: bool = False
     ready: bool = True
+    # GPU sharing modes the node's pool allows (SharingPolicy: "fraction", "gpu-memory", "mig");
+    # None = every mode (KAI has no such switch). See kai.scheduler.sharing_modes.
+    sharing_modes: frozenset[str] | None = None
 
 
 @dataclass
