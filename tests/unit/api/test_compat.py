@@ -60,3 +60,51 @@ def test_reference_object_validates(
     errors = [f"{list(e.absolute_path)}: {e.message}" for e in validator.iter_errors(obj)]
     assert errors == [], where
     assert crd_check(info, obj) == [], where
+
+
+# --- our CRDs against KAI's own CRDs -------------------------------------------------------------
+
+# Fields we add on purpose (this project's extensions).
+OUR_EXTRA_FIELDS = {"Queue": {".status.fairShare", ".status.fairShare{}"}}
+
+
+def _field_types(node: dict[str, Any], prefix: str, out: dict[str, str]) -> dict[str, str]:
+    if node.get("x-kubernetes-int-or-string"):
+        out[prefix] = "int-or-string"
+    else:
+        out[prefix] = node.get("type", "any")
+    for key, sub in node.get("properties", {}).items():
+        if prefix == "" and key == "metadata":
+            continue
+        _field_types(sub, f"{prefix}.{key}", out)
+    if "items" in node:
+        _field_types(node["items"], f"{prefix}[]", out)
+    if isinstance(node.get("additionalProperties"), dict):
+        _field_types(node["additionalProperties"], f"{prefix}{{}}", out)
+    return out
+
+
+@pytest.mark.skipif(not REFERENCE.is_dir(), reason="../shared/kai-reference is not present")
+@pytest.mark.parametrize("kind", sorted(KAI_KINDS))
+def test_our_crd_has_every_field_of_kais_crd(kind: str) -> None:
+    from kai.api.generate import generated_files
+    from kai.api.registry import all_kinds
+
+    (info,) = [i for i in all_kinds() if i.kind == kind and i.group in KAI_GROUPS]
+    theirs_crd = yaml.safe_load(
+        (REFERENCE / "crds" / f"{info.group}_{info.plural}.yaml").read_text()
+    )
+    ours_crd = yaml.safe_load(generated_files()[info.crd_path].split("---\n", 1)[1])
+    for key in ("group", "scope"):
+        assert ours_crd["spec"][key] == theirs_crd["spec"][key]
+    for key in ("kind", "listKind", "plural", "singular", "shortNames"):
+        assert ours_crd["spec"]["names"].get(key) == theirs_crd["spec"]["names"].get(key), key
+    (theirs_version,) = theirs_crd["spec"]["versions"]
+    (ours_version,) = ours_crd["spec"]["versions"]
+    assert ours_version["name"] == theirs_version["name"]
+    assert ("subresources" in ours_version) == ("subresources" in theirs_version)
+    theirs = _field_types(theirs_version["schema"]["openAPIV3Schema"], "", {})
+    ours = _field_types(ours_version["schema"]["openAPIV3Schema"], "", {})
+    assert [p for p in theirs if p not in ours] == [], "fields of KAI's CRD we lack"
+    assert {p: (theirs[p], ours[p]) for p in theirs if theirs[p] != ours[p]} == {}
+    assert {p for p in ours if p not in theirs} == OUR_EXTRA_FIELDS.get(kind, set())
