@@ -31,6 +31,7 @@ class ResourceLayout:
         extra = sorted(set(extended) - set(BASE_COLUMNS))
         self.names: tuple[str, ...] = (*BASE_COLUMNS, *extra)
         self.index: dict[str, int] = {name: i for i, name in enumerate(self.names)}
+        self._task_vectors: dict[tuple[object, ...], FloatArray] = {}
 
     @property
     def size(self) -> int:
@@ -63,7 +64,17 @@ class ResourceLayout:
 
     def task_vector(self, task: TaskSpec) -> FloatArray:
         """What a task takes from its node's columns. Shared-GPU requests take no whole GPU here:
-        their devices are accounted by :mod:`kai.scheduler.gpu_sharing`."""
+        their devices are accounted by :mod:`kai.scheduler.gpu_sharing`. Identical requests share
+        one read-only array."""
+        key = (
+            task.cpu_millis,
+            task.memory_bytes,
+            task.gpu,
+            tuple(sorted(task.extended.items())) if task.extended else (),
+        )
+        cached = self._task_vectors.get(key)
+        if cached is not None:
+            return cached
         vec = np.zeros(self.size, dtype=np.float64)
         vec[CPU] = task.cpu_millis
         vec[MEMORY] = task.memory_bytes
@@ -73,4 +84,6 @@ class ResourceLayout:
             vec[self.index[name]] += amount
         for profile, count in task.gpu.mig:
             vec[self.index[profile]] += count
+        vec.flags.writeable = False
+        self._task_vectors[key] = vec
         return vec

@@ -10,6 +10,7 @@ elastic jobs grow one task at a time.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from kai.scheduler.fairshare.resources import Vector
@@ -47,7 +48,7 @@ def allocate(session: Session) -> None:
     order = JobsOrderByQueues(
         session.queue_tree.roots,
         candidates,
-        session.proportion.compare_queues,
+        cached_compare(session),
         key,
         lambda job: requests[job.uid],
         session.config.queue_depth_per_action.get(ACTION),
@@ -58,6 +59,28 @@ def allocate(session: Session) -> None:
             continue
         if _allocate_job(session, job, tasks) and job.pending > 0:
             order.push(job)
+
+
+def cached_compare(session: Session) -> Callable[[str, str, Vector, Vector], int]:
+    """The fair-share package's ``compare_queues``, memoised. Its answer depends only on the two
+    queues, the two job requests and the two queues' live allocations (fair shares, quotas and
+    limits are fixed for the session), so those form the cache key and a hit is exact."""
+    proportion = session.proportion
+    compare = proportion.compare_queues
+    allocated = proportion.allocated
+    cache: dict[tuple[object, ...], int] = {}
+
+    def cached(q1: str, q2: str, r1: Vector, r2: Vector) -> int:
+        key = (q1, q2, r1, r2, allocated(q1), allocated(q2))
+        hit = cache.get(key)
+        if hit is None:
+            if len(cache) > 200_000:
+                cache.clear()
+            hit = compare(q1, q2, r1, r2)
+            cache[key] = hit
+        return hit
+
+    return cached
 
 
 def _request(session: Session, tasks: list[TaskInfo]) -> Vector:
