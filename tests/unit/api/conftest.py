@@ -124,6 +124,10 @@ def crd_problems(
     return cel_problems(pruned, schema, prune_nulls(old) if old is not None else None)
 
 
-@pytest.fixture
+@pytest.fixture(scope="session")
 def crd_check() -> Callable[..., list[str]]:
+    celpy = pytest.importorskip("celpy")
+    # The CEL parser raises the recursion limit on first use; do it outside any hypothesis run.
+    env = celpy.Environment()
+    env.program(env.compile("[1].all(x, x > 0)")).evaluate({})
     return crd_problems

@@ -11,6 +11,8 @@ from typing import Any
 import kubernetes_validate
 import pytest
 import yaml
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from kai.api import generate
 from kai.api.crd import CRDError, structural_schema
@@ -300,3 +302,31 @@ def test_crd_rejects_unknown_fields_and_bad_quantities(crd_check: Callable[..., 
     assert crd_check(info, {**base, "spec": {"kvalue": 1}})
     assert crd_check(info, {**base, "spec": {"goMemLimitRatio": 0}})
     assert crd_check(info, {**base, "spec": {"goMemLimitRatio": 1}}) == []
+
+
+# --- the model's Topology rules and the CRD's CEL rules agree ---------------------------------
+
+_LABELS = ["topology.kubernetes.io/zone", "example.com/rack", "kubernetes.io/hostname", "rack"]
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    st.lists(
+        st.tuples(st.sampled_from(_LABELS), st.none() | st.sampled_from(_LABELS)),
+        min_size=1,
+        max_size=5,
+    )
+)
+def test_topology_model_and_cel_agree(
+    crd_check: Callable[..., list[str]], levels: list[tuple[str, str | None]]
+) -> None:
+    obj = _topology(
+        *[{"nodeLabel": label, **({"alias": alias} if alias else {})} for label, alias in levels]
+    )
+    info = _kind("kai.scheduler/v1alpha1", "Topology")
+    model_ok = True
+    try:
+        info.model.model_validate(obj)
+    except ValueError:
+        model_ok = False
+    assert model_ok == (crd_check(info, obj) == [])
