@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated, ClassVar
+from typing import Annotated, Any, ClassVar
 
 from pydantic import Field, model_validator
 
@@ -15,6 +15,7 @@ __all__ = [
     "Topology",
     "TopologyLevel",
     "TopologySpec",
+    "level_list_schema",
     "topology_problems",
     "topology_update_problems",
 ]
@@ -22,11 +23,11 @@ __all__ = [
 HOSTNAME_LABEL = "kubernetes.io/hostname"
 MAX_LEVELS = 16
 
-_LEVEL_RULES = cel_rules(
-    cel(
-        "self.map(l, l.nodeLabel) == oldSelf.map(l, l.nodeLabel)",
-        "the sequence of nodeLabels is immutable; only aliases may be edited",
-    ),
+_IMMUTABLE_LABELS = cel(
+    "self.map(l, l.nodeLabel) == oldSelf.map(l, l.nodeLabel)",
+    "the sequence of nodeLabels is immutable; only aliases may be edited",
+)
+_LEVEL_CHECKS = (
     cel(
         "self.all(l, self.filter(m, m.nodeLabel == l.nodeLabel).size() == 1)",
         "each nodeLabel may appear only once",
@@ -48,6 +49,17 @@ _LEVEL_RULES = cel_rules(
 )
 
 
+def level_list_schema(*, immutable: bool) -> dict[str, Any]:
+    """``json_schema_extra`` for a list of levels: the CEL rules and an atomic list type.
+
+    Shared with the TopologyPolicy document (which may change its levels: ``immutable=False``).
+    The rules expect items with ``nodeLabel`` and an optional ``alias``, and a list capped at
+    16 items so their cost stays within the API server's budget.
+    """
+    rules = ((_IMMUTABLE_LABELS,) if immutable else ()) + _LEVEL_CHECKS
+    return {**cel_rules(*rules), "x-kubernetes-list-type": "atomic"}
+
+
 class TopologyLevel(KaiModel):
     """One level of the topology, named by the node label that identifies its domains."""
 
@@ -65,7 +77,7 @@ class TopologySpec(KaiModel):
         Field(
             min_length=1,
             max_length=MAX_LEVELS,
-            json_schema_extra={**_LEVEL_RULES, "x-kubernetes-list-type": "atomic"},
+            json_schema_extra=level_list_schema(immutable=True),
         ),
     ]
     """1 to 16 levels, widest first (e.g. zone, block, rack, host). The nodeLabel sequence cannot
