@@ -87,7 +87,8 @@ class LabelIndex:
         return cached
 
     def has(self, key: str) -> BoolArray:
-        return np.not_equal(self.values(key), None)
+        values = self.values(key)
+        return np.fromiter((v is not None for v in values), dtype=bool, count=len(values))
 
     def isin(self, key: str, values: Iterable[str]) -> BoolArray:
         wanted = set(values)

@@ -53,12 +53,12 @@ def allocate(session: Session) -> None:
         lambda job: requests[job.uid],
         session.config.queue_depth_per_action.get(ACTION),
     )
-    while (job := order.pop()) is not None:
-        tasks = tasks_to_allocate(job)
+    while (popped := order.pop()) is not None:
+        tasks = tasks_to_allocate(popped)
         if not tasks:
             continue
-        if _allocate_job(session, job, tasks) and job.pending > 0:
-            order.push(job)
+        if _allocate_job(session, popped, tasks) and popped.pending > 0:
+            order.push(popped)
 
 
 def cached_compare(session: Session) -> Callable[[str, str, Vector, Vector], int]:
