@@ -130,13 +130,19 @@ def write(root: Path) -> list[str]:
     return drift.stale + drift.missing + drift.orphaned
 
 
-def default_root() -> Path:
-    """The repository root: the nearest directory upwards holding pyproject.toml and schemas/."""
+def _is_checkout(path: Path) -> bool:
+    return (path / "pyproject.toml").is_file() and (path / "controllers" / "kai").is_dir()
+
+
+def default_root() -> Path | None:
+    """The repository root: the checkout around the working directory, else the one this package
+    was installed from (editable install); None when neither is a kai checkout."""
     here = Path.cwd().resolve()
     for candidate in (here, *here.parents):
-        if (candidate / "pyproject.toml").is_file() and (candidate / "controllers").is_dir():
+        if _is_checkout(candidate):
             return candidate
-    return here
+    source = Path(__file__).resolve().parents[3]  # <root>/controllers/kai/api/generate.py
+    return source if _is_checkout(source) else None
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -154,7 +160,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    root: Path = args.root if args.root is not None else default_root()
+    root = args.root if args.root is not None else default_root()
+    if root is None:
+        print("generate: not inside a kai checkout; pass --root DIR", file=sys.stderr)
+        return 2
     if not root.is_dir():
         print(f"generate: {root} is not a directory", file=sys.stderr)
         return 2

@@ -330,3 +330,32 @@ def test_topology_model_and_cel_agree(
     except ValueError:
         model_ok = False
     assert model_ok == (crd_check(info, obj) == [])
+
+
+def test_recursive_documents_are_checked_to_a_fixed_depth(
+    crd_check: Callable[..., list[str]],
+) -> None:
+    """QueueTree nests queues without end; the CRD checks RECURSION_DEPTH levels, then keeps."""
+    from kai.api.crd import RECURSION_DEPTH
+
+    info = _kind("gitops.kai.scheduler/v1alpha1", "QueueTree")
+
+    def tree(depth: int, bad_at: int | None) -> dict[str, Any]:
+        node: dict[str, Any] = {"name": f"q{depth}"}
+        if depth == bad_at:
+            node["quotaa"] = 1
+        if depth < 9:
+            node["children"] = [tree(depth + 1, bad_at)]
+        return node
+
+    def obj(bad_at: int | None) -> dict[str, Any]:
+        return {
+            "apiVersion": "gitops.kai.scheduler/v1alpha1",
+            "kind": "QueueTree",
+            "metadata": {"name": "deep"},
+            "spec": {"queues": [tree(0, bad_at)]},
+        }
+
+    assert crd_check(info, obj(None)) == []
+    assert crd_check(info, obj(RECURSION_DEPTH - 1)) != []
+    assert crd_check(info, obj(RECURSION_DEPTH + 1)) == []  # beyond the depth: admission's job
