@@ -17,11 +17,12 @@ def run(snap):  # type: ignore[no-untyped-def]
 def test_unsupported_action_refused_before_running() -> None:
     snap = cluster([node("n0")], [job("a", [task("a-0")])])
     try:
-        run_session(snap, ["allocate", "reclaim"])
+        run_session(snap, ["allocate", "backfill"])
     except UnsupportedActionError as exc:
-        assert exc.action == "reclaim"
+        assert exc.action == "backfill"
     else:  # pragma: no cover
-        raise AssertionError("reclaim must be refused")
+        raise AssertionError("an unknown action must be refused")
+    assert snap.jobs[0].tasks[0].status.value == "Pending"  # nothing ran
 
 
 def test_every_task_is_reported() -> None:
