@@ -52,7 +52,9 @@ def write(tmp_path: Path, name: str, text: str | bytes) -> str:
     return str(path)
 
 
-def test_text_output_and_exit_1(tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+def test_text_output_and_exit_1(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
     write(tmp_path, "queues/research.yaml", TREE)
     monkeypatch.chdir(tmp_path)
     code, out, err = run(capsys, "validate")
@@ -87,15 +89,24 @@ def test_json_output_shape(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -
     }
 
 
-def test_file_level_problem_in_json_has_null_object(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_file_level_problem_in_json_has_null_object(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     path = write(tmp_path, "e.yaml", "")
     code, out, _ = run(capsys, "validate", path, "-o", "json")
     assert code == 1
     [problem] = json.loads(out)["problems"]
-    assert (problem["rule"], problem["object"], problem["path"], problem["line"]) == ("yaml", None, None, 1)
+    assert (problem["rule"], problem["object"], problem["path"], problem["line"]) == (
+        "yaml",
+        None,
+        None,
+        1,
+    )
 
 
-def test_clean_input_exit_0_and_no_stdout(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_clean_input_exit_0_and_no_stdout(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     path = write(tmp_path, "r.yaml", TREE.replace("limit: {gpu: 8}", "limit: {gpu: 16}"))
     code, out, err = run(capsys, "validate", path)
     assert (code, out) == (0, "")
@@ -164,7 +175,10 @@ def test_bad_inputs_never_traceback(tmp_path: Path, capsys: pytest.CaptureFixtur
         "scalar.yaml": "42\n",
         "deep.yaml": "a: " + "[" * 300 + "]" * 300 + "\n",
         "alias.yaml": "a: &x [1]\nb: *x\n",
-        "weird.yaml": "apiVersion: gitops.kai.scheduler/v1alpha1\nkind: QueueTree\nmetadata: {name: 5}\nspec: 7\n",
+        "weird.yaml": (
+            "apiVersion: gitops.kai.scheduler/v1alpha1\nkind: QueueTree\n"
+            "metadata: {name: 5}\nspec: 7\n"
+        ),
         "keys.yaml": "? [a, b]\n: 1\n",
     }
     for name, text in inputs.items():
@@ -172,7 +186,15 @@ def test_bad_inputs_never_traceback(tmp_path: Path, capsys: pytest.CaptureFixtur
     code, out, err = run(capsys, "validate", str(tmp_path))
     assert code == 1 and "Traceback" not in out + err
     reported = {Path(line.split(":")[0]).name for line in out.splitlines()}
-    assert reported >= {"tabs.yaml", "binary.yaml", "latin1.yaml", "empty.yaml", "list.yaml", "scalar.yaml", "weird.yaml"}
+    assert reported >= {
+        "tabs.yaml",
+        "binary.yaml",
+        "latin1.yaml",
+        "empty.yaml",
+        "list.yaml",
+        "scalar.yaml",
+        "weird.yaml",
+    }
 
 
 # the example repositories ------------------------------------------------------------------
@@ -181,7 +203,14 @@ def test_bad_inputs_never_traceback(tmp_path: Path, capsys: pytest.CaptureFixtur
 def test_example_repository_is_clean(capsys: pytest.CaptureFixture[str]) -> None:
     code, out, _ = run(capsys, "validate", str(EXAMPLES))
     assert (code, out) == (0, "")
-    code, out, _ = run(capsys, "validate", str(EXAMPLES), "--strict", "--capacity", str(EXAMPLES / ".kai" / "capacity.yaml"))
+    code, out, _ = run(
+        capsys,
+        "validate",
+        str(EXAMPLES),
+        "--strict",
+        "--capacity",
+        str(EXAMPLES / ".kai" / "capacity.yaml"),
+    )
     assert (code, out) == (0, "")
 
 
@@ -196,7 +225,9 @@ def _expectations(root: Path) -> set[tuple[str, int, str]]:
     return expected
 
 
-def test_broken_repository_reports_exactly_the_planted_problems(capsys: pytest.CaptureFixture[str]) -> None:
+def test_broken_repository_reports_exactly_the_planted_problems(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
     code, out, _ = run(capsys, "validate", str(BROKEN), "-o", "json")
     assert code == 1
     reported = {(p["file"], p["line"], p["rule"]) for p in json.loads(out)["problems"]}
@@ -217,7 +248,10 @@ def test_kai_queue_files_are_accepted(capsys: pytest.CaptureFixture[str]) -> Non
         if re.search(r"^kind: Queue$", path.read_text(errors="replace"), re.M)
     ]
     names = {str(p.relative_to(KAI_REFERENCE)) for p in files}
-    assert {"docs/quickstart/default-queues.yaml", "docs/priority/example/limited-queue.yaml"} <= names
+    assert {
+        "docs/quickstart/default-queues.yaml",
+        "docs/priority/example/limited-queue.yaml",
+    } <= names
     for path in files:
         code, out, _ = run(capsys, "validate", "--strict", str(path))
         assert (code, out) == (0, ""), path
@@ -228,14 +262,18 @@ def test_kai_queue_files_are_accepted(capsys: pytest.CaptureFixture[str]) -> Non
 # render ------------------------------------------------------------------------------------
 
 
-def test_render_refuses_on_errors_and_writes_nothing(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_render_refuses_on_errors_and_writes_nothing(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     out_dir = tmp_path / "out"
     code, out, err = run(capsys, "render", str(BROKEN), "--out", str(out_dir))
     assert code == 1 and out == "" and not out_dir.exists()
     assert "nothing rendered" in err
 
 
-def test_render_is_deterministic_and_matches_out_dir(tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+def test_render_is_deterministic_and_matches_out_dir(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
     code, first, _ = run(capsys, "render", str(EXAMPLES))
     assert code == 0
     monkeypatch.chdir(EXAMPLES)

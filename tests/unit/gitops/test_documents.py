@@ -4,7 +4,13 @@ from __future__ import annotations
 
 import pytest
 
-from kai.api.documents import DOCUMENT_MODELS, QueueTree, SchedulerPolicy, SharingPolicy, TopologyPolicy
+from kai.api.documents import (
+    DOCUMENT_MODELS,
+    QueueTree,
+    SchedulerPolicy,
+    SharingPolicy,
+    TopologyPolicy,
+)
 from kai.api.registry import json_schema, lookup
 
 GITOPS = "gitops.kai.scheduler/v1alpha1"
@@ -31,12 +37,22 @@ def test_every_document_kind_is_registered() -> None:
 
 def test_models_parse_the_wire_form() -> None:
     tree = QueueTree.model_validate(
-        QueueTree.skeleton("t", queues=[{"name": "a", "quota": {"gpu": 1, "cpu": "500m"}, "children": [{"name": "b"}]}])
+        QueueTree.skeleton(
+            "t",
+            queues=[{"name": "a", "quota": {"gpu": 1, "cpu": "500m"}, "children": [{"name": "b"}]}],
+        )
     )
     assert tree.spec.queues[0].children is not None
     assert tree.spec.queues[0].children[0].name == "b"
-    assert TopologyPolicy.model_validate(TopologyPolicy.skeleton("t", levels=[{"nodeLabel": "a/b"}]))
-    assert SharingPolicy.model_validate(SharingPolicy.skeleton("s", modes=["mig"])).spec.defaultPlacement == "pack"
+    assert TopologyPolicy.model_validate(
+        TopologyPolicy.skeleton("t", levels=[{"nodeLabel": "a/b"}])
+    )
+    assert (
+        SharingPolicy.model_validate(
+            SharingPolicy.skeleton("s", modes=["mig"])
+        ).spec.defaultPlacement
+        == "pack"
+    )
     assert SchedulerPolicy.model_validate(SchedulerPolicy.skeleton("d")).spec.nodePool == ""
     with pytest.raises(ValueError):
         QueueTree.model_validate(QueueTree.skeleton("t", queues=[{"name": "a", "colour": 1}]))
@@ -52,10 +68,30 @@ def test_models_parse_the_wire_form() -> None:
         ("just a string\n", 1, 1, "must be a mapping"),
         ("kind: QueueTree\nmetadata: {name: a}\n", 1, 1, "missing apiVersion"),
         (f"apiVersion: {GITOPS}\nmetadata: {{name: a}}\n", 1, 1, "missing kind"),
-        (f"apiVersion: {GITOPS}\nkind: QueueForest\nmetadata: {{name: a}}\n", 2, 7, "unknown kind 'QueueForest'"),
-        ("apiVersion: scheduling.run.ai/v1\nkind: Queue\nmetadata: {name: a}\n", 1, 13, "unknown version"),
-        ("apiVersion: kai.scheduler/v2\nkind: Topology\nmetadata: {name: a}\n", 1, 13, "kai.scheduler/v1alpha1"),
-        (f"apiVersion: {GITOPS}\nkind: QueueTree\nmetadata: {{}}\nspec: {{}}\n", 3, 11, "metadata.name"),
+        (
+            f"apiVersion: {GITOPS}\nkind: QueueForest\nmetadata: {{name: a}}\n",
+            2,
+            7,
+            "unknown kind 'QueueForest'",
+        ),
+        (
+            "apiVersion: scheduling.run.ai/v1\nkind: Queue\nmetadata: {name: a}\n",
+            1,
+            13,
+            "unknown version",
+        ),
+        (
+            "apiVersion: kai.scheduler/v2\nkind: Topology\nmetadata: {name: a}\n",
+            1,
+            13,
+            "kai.scheduler/v1alpha1",
+        ),
+        (
+            f"apiVersion: {GITOPS}\nkind: QueueTree\nmetadata: {{}}\nspec: {{}}\n",
+            3,
+            11,
+            "metadata.name",
+        ),
         (f"apiVersion: {GITOPS}\nkind: QueueTree\nspec: {{}}\n", 1, 1, "metadata.name"),
     ],
 )
@@ -68,8 +104,10 @@ def test_document_problems(check, text: str, line: int, column: int, words: str)
 def test_other_groups_are_skipped(check) -> None:
     text = (
         "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: c}\ndata: {a: b}\n---\n"
-        "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nresources: [a.yaml]\n---\n"
-        "apiVersion: argoproj.io/v1alpha1\nkind: Application\nmetadata: {name: x}\nspec: {whatever: 1}\n"
+        "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\n"
+        "resources: [a.yaml]\n---\n"
+        "apiVersion: argoproj.io/v1alpha1\nkind: Application\nmetadata: {name: x}\n"
+        "spec: {whatever: 1}\n"
     )
     assert check(text) == []
 
@@ -78,7 +116,9 @@ def test_other_groups_are_skipped(check) -> None:
 
 
 def test_unknown_fields_point_at_the_key(check) -> None:
-    text = doc("QueueTree", "  queues:\n  - name: a\n    quotas: {gpu: 1}\n    quota: {gpu: 1, tpu: 2}\n")
+    text = doc(
+        "QueueTree", "  queues:\n  - name: a\n    quotas: {gpu: 1}\n    quota: {gpu: 1, tpu: 2}\n"
+    )
     problems = check(text)
     assert [(p.line, p.column, p.rule, p.path) for p in problems] == [
         (8, 5, "schema", "queues[0].quotas"),
@@ -91,7 +131,12 @@ def test_unknown_fields_point_at_the_key(check) -> None:
 @pytest.mark.parametrize(
     ("spec", "line", "column", "words"),
     [
-        ("  queues:\n  - name: a\n    quota: {gpu: '2'}\n", 8, 18, "expected a number, got the string '2'"),
+        (
+            "  queues:\n  - name: a\n    quota: {gpu: '2'}\n",
+            8,
+            18,
+            "expected a number, got the string '2'",
+        ),
         ("  queues:\n  - name: a\n    quota: {cpu: 2 cores}\n", 8, 18, "not a Kubernetes quantity"),
         ("  queues:\n  - name: a\n    quota: {memory: 5GB}\n", 8, 21, "not a Kubernetes quantity"),
         ("  queues:\n  - name: a\n    quota: {memory: true}\n", 8, 21, "got the boolean true"),
@@ -148,8 +193,10 @@ def test_topology_rules(check) -> None:
         (10, 16, "topology"),
         (12, 12, "topology"),
     ]
-    same_name = doc("TopologyPolicy", "  levels:\n  - nodeLabel: a\n", name="dc") + "---\n" + doc(
-        "Topology", "  levels:\n  - nodeLabel: b\n", name="dc", api="kai.scheduler/v1alpha1"
+    same_name = (
+        doc("TopologyPolicy", "  levels:\n  - nodeLabel: a\n", name="dc")
+        + "---\n"
+        + doc("Topology", "  levels:\n  - nodeLabel: b\n", name="dc", api="kai.scheduler/v1alpha1")
     )
     [problem] = check(same_name)
     assert (problem.rule, problem.line, problem.object) == ("topology", 12, "Topology/dc")
@@ -169,7 +216,11 @@ def test_policy_rules(check) -> None:
         + "---\n"
         + doc("SharingPolicy", "  nodePool: pool-b\n  modes: [fraction, fraction]\n", name="c")
         + "---\n"
-        + doc("SchedulerPolicy", "  placementStrategy: {gpu: spread}\n  actions:\n    consolidation: {enabled: true}\n", name="s")
+        + doc(
+            "SchedulerPolicy",
+            "  placementStrategy: {gpu: spread}\n  actions:\n    consolidation: {enabled: true}\n",
+            name="s",
+        )
     )
     problems = check(text)
     assert [(p.line, p.rule, p.severity) for p in problems] == [

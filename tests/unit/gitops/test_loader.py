@@ -53,7 +53,12 @@ def test_yaml_problems(text: str, line: int, column: int, words: str) -> None:
     result = load_text(text, "f.yaml")
     assert result.documents == []
     [problem] = result.problems
-    assert (problem.file, problem.line, problem.column, problem.rule) == ("f.yaml", line, column, "yaml")
+    assert (problem.file, problem.line, problem.column, problem.rule) == (
+        "f.yaml",
+        line,
+        column,
+        "yaml",
+    )
     assert words in problem.message
 
 

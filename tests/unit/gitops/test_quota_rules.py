@@ -103,9 +103,11 @@ def test_name_too_long(check) -> None:
 
 
 def test_duplicate_name_reported_at_second_occurrence_across_documents(check) -> None:
-    text = tree("queues:\n- name: a\n  children:\n  - name: b\n") + "---\n" + tree(
-        "queues:\n- name: b\n"
-    ).replace("name: research", "name: other")
+    text = (
+        tree("queues:\n- name: a\n  children:\n  - name: b\n")
+        + "---\n"
+        + tree("queues:\n- name: b\n").replace("name: research", "name: other")
+    )
     [problem] = check(text)
     assert problem.rule == "name"
     assert (problem.line, problem.column) == at(text, "- name: b", "b", nth=2)
@@ -125,15 +127,19 @@ def test_parent_exists(check) -> None:
     problems = check(text)
     assert only(problems, "parent-exists") == [at(text, "parent: nowhere", "nowhere")]
     assert problems[0].path == "parent"
-    fixed = text.replace("parent: nowhere", "parent: top") + "---\n" + tree(
-        "queues:\n- name: top\n"
-    ).replace("name: research", "name: root")
+    fixed = (
+        text.replace("parent: nowhere", "parent: top")
+        + "---\n"
+        + tree("queues:\n- name: top\n").replace("name: research", "name: root")
+    )
     assert check(fixed) == []
 
 
 def test_parent_exists_raw_queue_with_suggestion(check) -> None:
-    text = RAW.format(name="child", extra="  parentQueue: defualt-queue\n") + "---\n" + RAW.format(
-        name="default-queue", extra=""
+    text = (
+        RAW.format(name="child", extra="  parentQueue: defualt-queue\n")
+        + "---\n"
+        + RAW.format(name="default-queue", extra="")
     )
     [problem] = check(text)
     assert (problem.rule, problem.path) == ("parent-exists", "parentQueue")
@@ -170,7 +176,10 @@ def test_two_cycles_two_problems(check) -> None:
         RAW.format(name=n, extra=f"  parentQueue: {p}\n")
         for n, p in (("a", "b"), ("b", "a"), ("c", "d"), ("d", "c"))
     )
-    assert only(check(text), "cycle") == [at(text, "parentQueue: b", "b"), at(text, "parentQueue: d", "d")]
+    assert only(check(text), "cycle") == [
+        at(text, "parentQueue: b", "b"),
+        at(text, "parentQueue: d", "d"),
+    ]
 
 
 # values ----------------------------------------------------------------------------------------
@@ -282,7 +291,9 @@ def test_children_quota_sum_exact_fractions(check) -> None:
 
 
 def test_minus_one_children(check) -> None:
-    lone = tree("queues:\n- name: p\n  quota: {gpu: 8}\n  children:\n  - name: a\n    quota: {gpu: -1}\n")
+    lone = tree(
+        "queues:\n- name: p\n  quota: {gpu: 8}\n  children:\n  - name: a\n    quota: {gpu: -1}\n"
+    )
     assert check(lone) == []
     with_zero = lone + "    - name: b\n      quota: {gpu: 0}\n"
     assert check(with_zero) == []
@@ -361,9 +372,11 @@ def test_namespaces_only_on_leaves_and_once(check) -> None:
 
 
 def test_namespaces_on_a_queue_that_gets_children_from_another_tree(check) -> None:
-    text = tree("queues:\n- name: p\n  namespaces: [x]\n") + "---\n" + tree(
-        "parent: p\nqueues:\n- name: c\n"
-    ).replace("name: research", "name: other")
+    text = (
+        tree("queues:\n- name: p\n  namespaces: [x]\n")
+        + "---\n"
+        + tree("parent: p\nqueues:\n- name: c\n").replace("name: research", "name: other")
+    )
     assert only(check(text), "namespaces-on-leaf") == [at(text, "namespaces: [x]", "[")]
 
 
@@ -397,10 +410,18 @@ spec:
 
 def test_raw_queue_units_mix_with_trees(check) -> None:
     # A KAI Queue's cpu is millicores and memory megabytes: 2000 m = 2 cores, 1000 MB = 1G.
-    parent = RAW.format(name="dept", extra="").replace(
-        "cpu: {quota: 0, overQuotaWeight: 1, limit: -1}", "cpu: {quota: 2000, overQuotaWeight: 1, limit: -1}"
-    ).replace("memory: {quota: 0,", "memory: {quota: 1000,")
-    child = tree("parent: dept\nqueues:\n- name: a\n  quota: {cpu: 1500m, memory: 600M}\n- name: b\n  quota: {cpu: 500m, memory: 400M}\n")
+    parent = (
+        RAW.format(name="dept", extra="")
+        .replace(
+            "cpu: {quota: 0, overQuotaWeight: 1, limit: -1}",
+            "cpu: {quota: 2000, overQuotaWeight: 1, limit: -1}",
+        )
+        .replace("memory: {quota: 0,", "memory: {quota: 1000,")
+    )
+    child = tree(
+        "parent: dept\nqueues:\n- name: a\n  quota: {cpu: 1500m, memory: 600M}\n"
+        "- name: b\n  quota: {cpu: 500m, memory: 400M}\n"
+    )
     assert check(parent + "---\n" + child) == []
     over = child.replace("400M", "400000001")
     text = parent + "---\n" + over
@@ -422,7 +443,9 @@ def test_raw_queue_omitted_limit_warns_and_means_zero(check) -> None:
 
 
 def test_raw_queue_without_resources_is_a_schema_error(check) -> None:
-    text = "apiVersion: scheduling.run.ai/v2\nkind: Queue\nmetadata: {name: q}\nspec:\n  priority: 1\n"
+    text = (
+        "apiVersion: scheduling.run.ai/v2\nkind: Queue\nmetadata: {name: q}\nspec:\n  priority: 1\n"
+    )
     [problem] = check(text)
     assert (problem.rule, problem.line, problem.path) == ("schema", 4, "resources")
 
