@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 
 from kai.scheduler.fairshare.division import divide_tree, queue_resource
 from kai.scheduler.fairshare.resources import (
+    CHECK_ORDER,
     EPS,
     RESOURCE_INDEXES,
     ZERO,
@@ -236,7 +237,7 @@ class Proportion:
         alloc = self._alloc
         for q in self.tree.ancestors[leaf]:
             lim = self._limit[q]
-            for k in RESOURCE_INDEXES:
+            for k in CHECK_ORDER:
                 if lim[k] == UNLIMITED or r[k] == 0:
                     continue
                 have = alloc[3 * q + k]
@@ -257,7 +258,7 @@ class Proportion:
         alloc_np = self._alloc_np
         for q in self.tree.ancestors[leaf]:
             des = self._deserved[q]
-            for k in RESOURCE_INDEXES:
+            for k in CHECK_ORDER:
                 if des[k] == UNLIMITED or r[k] == 0:
                     continue
                 have = alloc_np[3 * q + k]

@@ -32,6 +32,9 @@ ResourcesLike = Mapping[str, float] | Sequence[float]
 ZERO: Vector = (0.0, 0.0, 0.0)
 GPU, CPU, MEMORY = 0, 1, 2
 RESOURCE_INDEXES = (GPU, CPU, MEMORY)
+#: KAI walks resources as cpu, memory, gpu; when several are violated at once, the capacity
+#: policy reports the first in this order, as KAI does
+CHECK_ORDER = (CPU, MEMORY, GPU)
 
 _UNITS = {GPU: "GPUs", CPU: "millicores", MEMORY: "bytes"}
 
