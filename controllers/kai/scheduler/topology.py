@@ -76,6 +76,7 @@ class TopologyTree:
     level_domain: list[IntArray]
     domain_ids: list[list[str]]
     domain_parent: list[IntArray]
+    domain_rank: list[IntArray]  # rank of each domain id in sorted id order, per level
 
     @property
     def num_nodes(self) -> int:
@@ -140,7 +141,14 @@ def build_topology(spec: TopologySpec, node_labels: Sequence[Mapping[str, str]])
         level_domain=level_domain,
         domain_ids=domain_ids,
         domain_parent=domain_parent,
+        domain_rank=[_ranks(ids) for ids in domain_ids],
     )
+
+
+def _ranks(ids: list[str]) -> IntArray:
+    ranks = np.empty(len(ids), dtype=np.int64)
+    ranks[sorted(range(len(ids)), key=ids.__getitem__)] = np.arange(len(ids))
+    return ranks
 
 
 def build_topologies(
@@ -281,39 +289,33 @@ def candidate_domains(
     assert deepest is not None
     top = required if required is not None else ROOT_LEVEL
 
-    # Sort keys down to the deepest relevant level: each domain's key is its parent's key plus
-    # (-packing ratio, id), so siblings are fullest first and the tree order is kept.
-    keys: list[list[tuple[object, ...]]] = []
+    # Tree order down to the deepest relevant level: a domain sorts by its parent's position,
+    # then fullest first (highest packing ratio), then id — siblings fullest first, tree kept.
+    position: list[IntArray] = []
     fits: list[npt.NDArray[np.bool_]] = []
     ratios: list[FloatArray] = []
-    present: list[npt.NDArray[np.bool_]] = []
+    members: list[IntArray] = []
     for level in range(deepest + 1):
         domain_of = np.where(mask, tree.level_domain[level], -1)
         num = len(tree.domain_ids[level])
+        inside = domain_of >= 0
+        idx = domain_of[inside]
         sums = _domain_sums(domain_of, num, free)
-        has_nodes = np.bincount(domain_of[domain_of >= 0], minlength=num) > 0
+        node_count = np.bincount(idx, minlength=num)
         ratio = _ratios(need, sums)
         if node_counts is not None:
-            cap = np.bincount(
-                domain_of[domain_of >= 0],
-                weights=np.minimum(node_counts[domain_of >= 0], count),
-                minlength=num,
-            )
+            cap = np.bincount(idx, weights=np.minimum(node_counts[inside], count), minlength=num)
             fit = cap + _EPS >= count
         else:
             fit = ratio <= 1.0 + _EPS
-        parent_keys = keys[level - 1] if level else None
-        level_keys: list[tuple[object, ...]] = []
-        for d, domain_id in enumerate(tree.domain_ids[level]):
-            own = (-float(ratio[d]), domain_id)
-            if parent_keys is None:
-                level_keys.append(own)
-            else:
-                level_keys.append((*parent_keys[int(tree.domain_parent[level][d])], *own))
-        keys.append(level_keys)
-        fits.append(fit & has_nodes)
+        parent_pos = position[level - 1][tree.domain_parent[level]] if level else np.zeros(num)
+        order = np.lexsort((tree.domain_rank[level], -ratio, parent_pos))
+        pos = np.empty(num, dtype=np.int64)
+        pos[order] = np.arange(num)
+        position.append(pos)
+        fits.append(fit & (node_count > 0))
         ratios.append(ratio)
-        present.append(has_nodes)
+        members.append(np.argsort(domain_of, kind="stable"))
 
     candidates: list[Candidate] = []
     for level in range(deepest, top - 1, -1):
@@ -327,10 +329,14 @@ def candidate_domains(
             if ok:
                 candidates.append(Candidate(ROOT_LEVEL, "root", np.flatnonzero(mask), root_ratio))
             continue
-        order = sorted(np.flatnonzero(fits[level]).tolist(), key=lambda d: keys[level][d])
-        domain_of = tree.level_domain[level]
-        for d in order:
-            nodes = np.flatnonzero(mask & (domain_of == d))
+        chosen = np.flatnonzero(fits[level])
+        chosen = chosen[np.argsort(position[level][chosen])]
+        domain_of = np.where(mask, tree.level_domain[level], -1)
+        # nodes grouped by domain, ascending node index inside each group
+        sorted_nodes = members[level]
+        bounds = np.searchsorted(domain_of[sorted_nodes], np.arange(-1, len(position[level]) + 1))
+        for d in chosen.tolist():
+            nodes = sorted_nodes[bounds[d + 1] : bounds[d + 2]]
             candidates.append(
                 Candidate(level, tree.domain_ids[level][d], nodes, float(ratios[level][d]))
             )
