@@ -70,8 +70,9 @@ def _run(args: argparse.Namespace) -> int:
             sys.stdout.write(problem.text() + "\n")
         errors, warnings = len(report.errors), len(report.warnings)
         files = len(report.files)
+        documents = len(report.documents)
         print(
-            f"kai validate: {len(report.documents)} documents in {files} "
+            f"kai validate: {documents} document{'s' if documents != 1 else ''} in {files} "
             f"file{'s' if files != 1 else ''}: {errors} error{'s' if errors != 1 else ''}, "
             f"{warnings} warning{'s' if warnings != 1 else ''}",
             file=sys.stderr,

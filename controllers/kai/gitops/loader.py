@@ -278,6 +278,9 @@ def _parse(result: LoadResult, name: str, text: str, fail: Any) -> None:
     except YAMLError as exc:  # pragma: no cover - ruamel raises the marked kinds above
         fail(1, 1, f"malformed YAML: {exc}")
         return
+    except RecursionError:
+        fail(1, 1, "malformed YAML: the document is nested too deeply to read")
+        return
     if count == 0:
         fail(1, 1, "empty file: it holds no YAML document")
 

@@ -9,6 +9,7 @@ not hide the rest of the tree from the hierarchy rules.
 
 from __future__ import annotations
 
+import math
 from fractions import Fraction
 from typing import Any
 
@@ -36,6 +37,12 @@ def tree_amount(resource: str, value: Any) -> Fraction | None:
         return parse_quantity(value)
     except QuantityError:
         return None
+
+
+def _finite_number(value: Any) -> bool:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return False
+    return not isinstance(value, float) or math.isfinite(value)
 
 
 def _weight(value: Any) -> Fraction | None:
@@ -148,7 +155,7 @@ class _TreeReader:
             at = self.doc.value_at(("spec", "defaults", "priority"))
         else:
             raw, origin, at = 100, "implied", None
-        priority = raw if isinstance(raw, int | float) and not isinstance(raw, bool) else None
+        priority = raw if _finite_number(raw) else None
         namespaces: list[tuple[str, Any]] = []
         raw_namespaces = item.get("namespaces")
         if isinstance(raw_namespaces, list):
@@ -220,11 +227,7 @@ def _raw_queue(doc: Document) -> QueueRecord | None:
                 )
                 amounts[kind][resource] = Amount(Fraction(0), where, field, "implied")
     raw_priority = spec.get("priority", 100)
-    priority = (
-        raw_priority
-        if isinstance(raw_priority, int | float) and not isinstance(raw_priority, bool)
-        else None
-    )
+    priority = raw_priority if _finite_number(raw_priority) else None
     return QueueRecord(
         name=name,
         at=doc.value_at(("metadata", "name")),

@@ -15,6 +15,7 @@ numbers, priorities, parent references) are left to that rule, so ``-2`` is repo
 from __future__ import annotations
 
 import functools
+import math
 import re
 from collections.abc import Iterator
 from typing import Any
@@ -298,9 +299,30 @@ def _error_problems(doc: Document, error: Any) -> Iterator[tuple[FieldPath, str,
     yield path, "value", str(error.message)
 
 
+def _non_finite(data: Any, path: FieldPath = ()) -> Iterator[FieldPath]:
+    """Paths of .inf / .nan numbers, which JSON Schema's "number" lets through."""
+    if isinstance(data, float) and not math.isfinite(data):
+        yield path
+    elif isinstance(data, dict):
+        for key, value in data.items():
+            yield from _non_finite(value, (*path, key))
+    elif isinstance(data, list):
+        for index, value in enumerate(data):
+            yield from _non_finite(value, (*path, index))
+
+
 def _schema_problems(doc: Document) -> list[Problem]:
     validator = _validator(doc.api_version or "", doc.kind or "")
-    problems: list[Problem] = []
+    problems: list[Problem] = [
+        Problem.at(
+            doc.value_at(path),
+            "schema",
+            f"expected a finite number, got {_value(doc.data, path)}",
+            object=doc.object_name,
+            path=field_path(path) or None,
+        )
+        for path in _non_finite(doc.data)
+    ]
     for top in validator.iter_errors(doc.data):
         for error in _leaf_errors(top):
             for path, point, message in _error_problems(doc, error):

@@ -246,3 +246,11 @@ def test_policy_rules(check) -> None:
 def test_scheduler_policy_schema(check, spec: str) -> None:
     [problem] = check(doc("SchedulerPolicy", spec))
     assert problem.rule == "schema" and problem.line == 6
+
+
+def test_non_finite_numbers_are_schema_errors(check) -> None:
+    problems = check(
+        doc("QueueTree", "  queues:\n  - name: q\n    quota: {gpu: .inf}\n    priority: .nan\n")
+    )
+    assert [(p.line, p.column, p.rule) for p in problems] == [(8, 18, "schema"), (9, 15, "schema")]
+    assert "finite" in problems[0].message

@@ -121,3 +121,8 @@ def test_unreadable_file_in_directory_is_io_problem(tmp_path: os.PathLike[str]) 
 def test_stdin_is_named() -> None:
     result = load_paths(["-"], stdin=io.BytesIO(b"a: [\n"))
     assert result.problems[0].file == "<stdin>"
+
+
+def test_absurd_nesting_is_a_yaml_problem_not_a_crash() -> None:
+    [problem] = load_text("a: " + "[" * 5000 + "]" * 5000 + "\n").problems
+    assert problem.rule == "yaml"
