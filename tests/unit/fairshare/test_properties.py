@@ -117,8 +117,8 @@ def sibling_sets(queues: Sequence[QueueSpec]) -> dict[str | None, list[QueueSpec
 
 
 def run_divide(case: Case) -> dict[str, dict[str, float]]:
-    requested = {n: tuple(v) for n, v in rolled_up(case.queues, case.leaf_requested).items()}
-    return divide(case.queues, case.capacity, requested, case.k_value)  # type: ignore[arg-type]
+    requested = rolled_up(case.queues, case.leaf_requested)
+    return divide(case.queues, case.capacity, requested, case.k_value)
 
 
 @settings(max_examples=200, deadline=None)
