@@ -412,7 +412,7 @@ class _Checker:
             quota.at,
             "children-quota-sum",
             f"the children's {resource} quotas sum to {format_amount(resource, total)} "
-            f"({', '.join(parts)}), more than {parent.name}'s quota "
+            f"({', '.join(parts)}), above the parent's quota "
             f"{format_amount(resource, quota.value)}{_origin_note(quota)}"
             + (
                 "; a child quota of -1 counts as the parent's whole quota"

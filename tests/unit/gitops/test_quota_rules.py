@@ -273,7 +273,7 @@ def test_children_quota_sum(check) -> None:
     )
     problems = check(text)
     assert only(problems, "children-quota-sum") == [at(text, "quota: {gpu: 10", "10")]
-    assert "sum to 11 (a 6, b 5), more than p's quota 10" in problems[0].message
+    assert "sum to 11 (a 6, b 5), above the parent's quota 10" in problems[0].message
 
 
 def test_children_quota_sum_parent_without_quota_points_at_entry(check) -> None:
