@@ -6,6 +6,8 @@ import datetime
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from pydantic import ValidationError
 
 from kai.api.podgroup import PodGroup, PodGroupSpec
@@ -386,3 +388,67 @@ def test_kai_models_are_documented(info: Any) -> None:
         if name != "ObjectMeta" and not definition.get("description"):
             undocumented.append(name)
     assert undocumented == []
+
+
+_NAMES = ["a", "b", "c", "d"]
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    rows=st.lists(
+        st.tuples(
+            st.sampled_from(_NAMES),
+            st.none() | st.sampled_from([*_NAMES, "zz"]),
+            st.none() | st.integers(0, 3),
+            st.none() | st.integers(0, 3),
+        ),
+        max_size=5,
+    ),
+    root=st.tuples(st.none() | st.integers(0, 3), st.none() | st.integers(0, 3)),
+)
+def test_subgroup_rules_never_crash_and_agree_with_a_plain_reading(
+    rows: list[tuple[str, str | None, int | None, int | None]],
+    root: tuple[int | None, int | None],
+) -> None:
+    groups = [
+        {
+            "name": n,
+            **({"parent": p} if p else {}),
+            **({"minMember": m} if m is not None else {}),
+            **({"minSubGroup": s} if s is not None else {}),
+        }
+        for n, p, m, s in rows
+    ]
+    spec: dict[str, Any] = {"subGroups": groups}
+    if root[0] is not None:
+        spec["minMember"] = root[0]
+    if root[1] is not None:
+        spec["minSubGroup"] = root[1]
+    names = [n for n, _, _, _ in rows]
+    parents = {p for _, p, _, _ in rows if p}
+    parent_of = {n: p for n, p, _, _ in reversed(rows)}
+
+    def in_cycle(name: str) -> bool:
+        seen: set[str] = set()
+        node: str | None = name
+        while node is not None and node in parent_of:
+            if node in seen:
+                return True
+            seen.add(node)
+            node = parent_of[node]
+        return False
+
+    expected_ok = (
+        len(set(names)) == len(names)
+        and parents <= set(names)
+        and not any(in_cycle(n) for n in names)
+        and not (root[0] is not None and root[1] is not None)
+        and all(m is None or s is None for _, _, m, s in rows)
+        and all(m is not None and s is None for n, _, m, s in rows if n not in parents)
+    )
+    try:
+        PodGroup.model_validate(_pg(**spec))
+        ok = True
+    except ValidationError:
+        ok = False
+    assert ok == expected_ok
