@@ -27,7 +27,13 @@ class SnapshotError(SchedulerError):
 
 
 #: actions the core can run; kept here so the error message needs no import of the actions
-IMPLEMENTED_ACTIONS: tuple[str, ...] = ("allocate",)
+IMPLEMENTED_ACTIONS: tuple[str, ...] = (
+    "allocate",
+    "consolidation",
+    "reclaim",
+    "preempt",
+    "stalegangeviction",
+)
 #: every action name KAI knows
 KNOWN_ACTIONS: tuple[str, ...] = (
     "allocate",

@@ -1,0 +1,83 @@
+"""The consolidation action (KAI-FACTS §3.3, §7): make room for a pending *preemptible* job by
+moving running preemptible tasks (of any queue) to other nodes.
+
+Valid only when every moved task is re-placed (pipelined) elsewhere: nothing is finally
+evicted. At most ``maxConsolidationPreemptees`` jobs move (-1: no cap; 0: the action is off);
+the action is off under spread placement, where packing is not the goal. First filter: the
+cluster's idle plus releasing GPUs must cover the job. Victim sets grow one unit at a time in
+victim order (moving more is not monotone: a larger set may not re-place where a smaller one
+does), each trimmed to what the job needs before it is tried.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from kai.scheduler.actions.eviction_common import run_jobs
+from kai.scheduler.fairshare.resources import Vector
+from kai.scheduler.jobs import JobInfo, TaskInfo
+from kai.scheduler.statement import Statement
+from kai.scheduler.victims import (
+    VictimSolver,
+    VictimUnit,
+    gpu_room,
+    gpus_needed,
+    job_units,
+    order_units,
+)
+
+if TYPE_CHECKING:
+    from kai.scheduler.session import Session
+
+ACTION = "consolidation"
+#: beyond this many units tried, give up for the job (bounds the linear search)
+MAX_TRIED_UNITS = 64
+
+
+def enabled(session: Session) -> bool:
+    config = session.config
+    return config.max_consolidation_preemptees != 0 and "spread" not in (
+        config.placement_gpu,
+        config.placement_cpu,
+    )
+
+
+def consolidation(session: Session) -> None:
+    if enabled(session):
+        run_jobs(session, ACTION, _attempt, skip=lambda job: not job.preemptible)
+
+
+def _attempt(session: Session, job: JobInfo, tasks: list[TaskInfo], request: Vector) -> None:
+    if gpu_room(session) < gpus_needed(tasks) - 1e-9:
+        return
+    cap = session.config.max_consolidation_preemptees
+    candidates: list[VictimUnit] = []
+    for victim in session.jobs:
+        if victim is job or not victim.preemptible or not victim.queue_ok:
+            continue
+        candidates.extend(job_units(session, victim))
+    if not candidates:
+        return
+    statement = Statement(session, ACTION)
+    solver = VictimSolver(session, statement, job, tasks, f"moved to make room for {job.name!r}")
+    if solver.fits([]) is not None:
+        return
+    ordered = order_units(session, candidates)
+    jobs_seen: set[int] = set()
+    for k, unit in enumerate(ordered[:MAX_TRIED_UNITS], start=1):
+        jobs_seen.add(id(unit.job))
+        if cap > 0 and len(jobs_seen) > cap:
+            break
+        prefix = ordered[:k]
+        if solver.fits(prefix) is None:
+            continue
+        for victims in _trials(solver, prefix):
+            if solver.apply(victims, move=True, all_must_move=True, validate=None) is not None:
+                statement.commit()
+                return
+    statement.discard()
+
+
+def _trials(solver: VictimSolver, prefix: list[VictimUnit]) -> list[list[VictimUnit]]:
+    trimmed = solver.minimise(prefix)
+    return [trimmed] if len(trimmed) == len(prefix) else [trimmed, prefix]

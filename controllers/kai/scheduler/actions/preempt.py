@@ -1,0 +1,73 @@
+"""The preempt action (KAI-FACTS §3.3, §7): inside one queue, a pending job evicts preemptible
+jobs of strictly lower priority.
+
+A non-preemptible preemptor must fit its queue's quota with its non-preemptible usage
+(``NonPreemptibleOverQuota`` is the only capacity rule checked before the search, as in KAI;
+limits are checked on every probe). Victims protected by ``preemptMinRuntime`` may only lose
+their elastic extras. The smallest victim set is taken (see :mod:`kai.scheduler.victims`); with
+``allowConsolidatingReclaim`` victims that can be re-placed are moved rather than evicted.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from kai.scheduler.actions.eviction_common import run_jobs
+from kai.scheduler.fairshare.resources import Vector
+from kai.scheduler.jobs import JobInfo, TaskInfo
+from kai.scheduler.plugins.min_runtime import preempt_protected
+from kai.scheduler.statement import Statement
+from kai.scheduler.victims import (
+    VictimSolver,
+    VictimUnit,
+    gpu_room,
+    gpus_needed,
+    job_units,
+    order_units,
+    unit_gpus,
+)
+
+if TYPE_CHECKING:
+    from kai.scheduler.session import Session
+
+ACTION = "preempt"
+
+
+def preempt(session: Session) -> None:
+    run_jobs(session, ACTION, _attempt)
+
+
+def _attempt(session: Session, job: JobInfo, tasks: list[TaskInfo], request: Vector) -> None:
+    refusal = session.proportion.check_non_preemptible_quota(job.queue, request, job.preemptible)
+    if refusal is not None:
+        session.set_reason(job, refusal)
+        return
+    candidates: list[VictimUnit] = []
+    for victim in session.jobs:
+        if victim is job or victim.queue != job.queue or not victim.preemptible:
+            continue
+        if victim.priority >= job.priority:
+            continue
+        protected = preempt_protected(session, victim)
+        candidates.extend(job_units(session, victim, extras_only=protected))
+    if not candidates:
+        return
+    if gpu_room(session) + sum(unit_gpus(u) for u in candidates) < gpus_needed(tasks) - 1e-9:
+        return
+    statement = Statement(session, ACTION)
+    solver = VictimSolver(session, statement, job, tasks, f"preempted by job {job.name!r}")
+    if solver.fits([]) is not None:
+        return
+    prefix = solver.smallest_prefix(order_units(session, candidates))
+    if prefix is None:
+        return
+    solution = solver.apply(
+        solver.minimise(prefix),
+        move=session.config.allow_consolidating_reclaim,
+        all_must_move=False,
+        validate=None,
+    )
+    if solution is None:
+        statement.discard()
+        return
+    statement.commit()

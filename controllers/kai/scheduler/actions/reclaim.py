@@ -1,0 +1,105 @@
+"""The reclaim action (KAI-FACTS §3.3, §3.6, §4.6): a pending job takes resources back from
+preemptible jobs of *other* queues.
+
+Gate: the job's leaf queue, with the job, stays within its fair share (and a non-preemptible
+job within its quota) — ``Proportion.can_reclaim``, checked on the live accounting when the job
+is popped, so the reclaimers of one queue stop at its fair share. Victims: preemptible jobs of
+other queues, minus those protected by ``reclaimMinRuntime`` (they may lose extras only). Each
+candidate unit is accepted only if the whole set so far is still fair
+(``Proportion.judge_reclaim`` against the queue state cloned when the job's search starts);
+since a refused unit's queue side can only get less over-served, its later units are skipped.
+The smallest accepted victim prefix that lets the job fit is then trimmed to what the job needs;
+with ``allowConsolidatingReclaim`` victims that can be re-placed elsewhere are moved instead of
+evicted and left out of the final fairness check.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from kai.scheduler.actions.eviction_common import note, run_jobs
+from kai.scheduler.fairshare.reclaim import VictimChunk
+from kai.scheduler.fairshare.resources import Vector
+from kai.scheduler.jobs import JobInfo, TaskInfo
+from kai.scheduler.plugins.min_runtime import reclaim_protected
+from kai.scheduler.statement import Statement
+from kai.scheduler.victims import (
+    EXTRA,
+    VictimSolver,
+    VictimUnit,
+    gpu_room,
+    gpus_needed,
+    job_units,
+    order_units,
+    unit_gpus,
+)
+
+if TYPE_CHECKING:
+    from kai.scheduler.session import Session
+
+ACTION = "reclaim"
+RECLAIM_FAILED = "ReclaimFailed"
+
+
+def reclaim(session: Session) -> None:
+    if not session.config.proportion:
+        return  # no proportion plugin: nothing decides what is fair, KAI reclaims nothing
+    run_jobs(session, ACTION, _attempt)
+
+
+def chunks(units: list[VictimUnit]) -> list[VictimChunk]:
+    return [VictimChunk(u.queue, u.resources, u.kind == EXTRA) for u in units]
+
+
+def _attempt(session: Session, job: JobInfo, tasks: list[TaskInfo], request: Vector) -> None:
+    proportion = session.proportion
+    if not proportion.can_reclaim(job.queue, request, job.preemptible):
+        return
+    statement = Statement(session, ACTION)
+    solver = VictimSolver(session, statement, job, tasks, f"reclaimed for job {job.name!r}")
+    if solver.fits([]) is not None:
+        return  # fits without anybody leaving: allocate places it
+    candidates: list[VictimUnit] = []
+    for victim in session.jobs:
+        if victim is job or victim.queue == job.queue or not victim.queue_ok:
+            continue
+        if not victim.preemptible:
+            continue
+        protected = reclaim_protected(session, job, victim)
+        candidates.extend(job_units(session, victim, extras_only=protected))
+    if not candidates:
+        return
+    if gpu_room(session) + sum(unit_gpus(u) for u in candidates) < gpus_needed(tasks) - 1e-9:
+        return
+    before = proportion.clone()
+
+    def fair(units: list[VictimUnit]) -> bool:
+        return before.reclaim_is_fair(job.queue, request, chunks(units), job.preemptible)
+
+    ordered = order_units(session, candidates)
+    # First try: every unit that is fair on its own, then the trimmed set must be fair as a
+    # whole. If it is not, search again accepting a unit only while the set taken so far stays
+    # fair (a stricter but always consistent budget per victim queue).
+    for accept in (
+        lambda unit, taken: fair([unit]),
+        lambda unit, taken: fair([*taken, unit]),
+    ):
+        prefix = solver.smallest_prefix(ordered, accept)
+        if prefix is None:
+            continue
+        solution = solver.apply(
+            solver.minimise(prefix),
+            move=session.config.allow_consolidating_reclaim,
+            all_must_move=False,
+            validate=lambda evicted, moved: fair(evicted),
+        )
+        if solution is not None:
+            statement.commit()
+            return
+    statement.discard()
+    note(
+        session,
+        job,
+        RECLAIM_FAILED,
+        f"job {job.name!r} cannot fit by reclaiming what other queues may fairly lose",
+    )

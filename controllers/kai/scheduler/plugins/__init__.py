@@ -1,0 +1,1 @@
+"""Session plugins that are plain functions over session data (min-runtime, preemption delay)."""

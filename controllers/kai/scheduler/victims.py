@@ -1,0 +1,476 @@
+"""Victim search shared by reclaim, preempt and consolidation (KAI-FACTS §3.6, KAI-FACTS-2026-08
+§1.2.1, §2.1).
+
+Candidates come as :class:`VictimUnit` s: the smallest pieces a victim job can lose without
+breaking its gang — first its elastic extras, one task at a time in reverse task order, then a
+whole surplus member of a SubGroupSet above its threshold, last everything that is left (a gang
+below its minimum is never left behind half evicted). :func:`order_units` sorts the units in
+reverse scheduling order: the most over-served queue first, level by level, with the units
+already taken counted as gone (the "victims adjustment" of the queue comparison); inside a leaf
+queue lower priority first, extras before gang cores, then younger jobs first.
+
+:class:`VictimSolver` then finds, inside one statement, the smallest prefix of that list that
+lets the pending job fit (doubling then binary search over the prefix length: O(log n) probes,
+each a checkpoint, evictions, a placement attempt and a rollback), keeps only the units that sit
+on nodes the job actually uses, drops any unit that is still not needed, and finally tries to
+re-place ("consolidate") the victims elsewhere when the action allows it. Evictions beyond what
+the job needs are thus impossible by construction: each kept unit is needed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from kai.scheduler.fairshare.resources import Vector
+from kai.scheduler.jobs import JobInfo, PodSet, SubGroupSet, TaskInfo
+from kai.scheduler.ordering import ordered_children
+from kai.scheduler.resource_layout import GPU
+from kai.scheduler.snapshot import ALLOCATED_STATUSES
+from kai.scheduler.statement import Statement
+
+if TYPE_CHECKING:
+    from kai.scheduler.queues import QueueInfo
+    from kai.scheduler.session import Session
+
+EXTRA = 0  # an elastic extra task
+MEMBER = 1  # a surplus member of a SubGroupSet
+CORE = 2  # the rest of the job (its gang)
+
+
+@dataclass(eq=False)
+class VictimUnit:
+    """Tasks of one victim job that are evicted together."""
+
+    job: JobInfo
+    tasks: list[TaskInfo]
+    kind: int  # EXTRA, MEMBER or CORE
+    seq: int  # position of this unit among the job's units (units of a job are taken in order)
+    resources: Vector = (0.0, 0.0, 0.0)  # queue-accounting vector of the tasks
+
+    @property
+    def queue(self) -> str:
+        return self.job.queue
+
+
+def evictable(session: Session, task: TaskInfo) -> bool:
+    """A task may be a victim when it holds resources and was not placed in this session."""
+    if task.status not in ALLOCATED_STATUSES or task.node < 0:
+        return False
+    status, node, groups = session.original[task.uid]
+    return status is task.status and node == task.node and groups == task.gpu_groups
+
+
+def job_units(session: Session, job: JobInfo, extras_only: bool = False) -> list[VictimUnit]:
+    """The units of a victim job, in the order they may be taken. ``extras_only``: only pieces
+    that keep the job at or above its gang minimum (a job protected by min-runtime)."""
+    taken: set[str] = set()
+    units: list[VictimUnit] = []
+
+    def add(tasks: list[TaskInfo], kind: int) -> None:
+        tasks = [t for t in tasks if t.uid not in taken and evictable(session, t)]
+        if not tasks:
+            return
+        taken.update(t.uid for t in tasks)
+        units.append(VictimUnit(job, tasks, kind, len(units), _resources(session, tasks)))
+
+    # elastic extras: PodSets above their minimum, lowest-ordered PodSet first, last task first
+    for podset in _podsets_lowest_first(job.root):
+        surplus = podset.active - podset.min_available
+        if surplus <= 0:
+            continue
+        candidates = [t for t in podset.tasks if evictable(session, t)]
+        for task in reversed(candidates[-surplus:] if surplus < len(candidates) else candidates):
+            add([task], EXTRA)
+    # whole surplus members of SubGroupSets holding more satisfied members than their threshold
+    for group in _groups(job.root):
+        surplus = group.satisfied_count - group.threshold
+        if surplus <= 0:
+            continue
+        satisfied = [c for c in ordered_children(group) if c.satisfied]
+        for member in reversed(satisfied[-surplus:]):
+            add(_tasks_under(member), MEMBER)
+    if not extras_only:
+        add(list(job.tasks), CORE)
+    return units
+
+
+def _podsets_lowest_first(group: SubGroupSet) -> list[PodSet]:
+    out: list[PodSet] = []
+    for child in reversed(ordered_children(group)):
+        if isinstance(child, PodSet):
+            out.append(child)
+        else:
+            out.extend(_podsets_lowest_first(child))
+    return out
+
+
+def _groups(group: SubGroupSet) -> list[SubGroupSet]:
+    """Every SubGroupSet of the tree, deepest and lowest-ordered first, the root last."""
+    out: list[SubGroupSet] = []
+    for child in reversed(ordered_children(group)):
+        if isinstance(child, SubGroupSet):
+            out.extend(_groups(child))
+    out.append(group)
+    return out
+
+
+def _tasks_under(node: PodSet | SubGroupSet) -> list[TaskInfo]:
+    if isinstance(node, PodSet):
+        return list(reversed(node.tasks))
+    out: list[TaskInfo] = []
+    for child in node.children:
+        out.extend(_tasks_under(child))
+    return out
+
+
+def _resources(session: Session, tasks: Iterable[TaskInfo]) -> Vector:
+    return _sum_vectors(session.queue_vector(task, task.node) for task in tasks)
+
+
+def _sum_vectors(vectors: Iterable[Vector]) -> Vector:
+    gpu = cpu = memory = 0.0
+    for vec in vectors:
+        gpu += vec[0]
+        cpu += vec[1]
+        memory += vec[2]
+    return (gpu, cpu, memory)
+
+
+def pending_request(session: Session, tasks: Iterable[TaskInfo]) -> Vector:
+    """What the tasks ask of their queue (fair-share accounting)."""
+    return _sum_vectors(session.pending_queue_vector(t.spec) for t in tasks)
+
+
+def _unit_key(unit: VictimUnit) -> tuple[object, ...]:
+    """Reverse job order inside a leaf: lower priority, extras before members before cores,
+    younger job, then name (reversed), then the unit's own position in its job."""
+    job = unit.job
+    return (job.priority, unit.kind, -job.spec.created_at, _reverse(job.name), unit.seq)
+
+
+def _reverse(name: str) -> tuple[int, ...]:
+    return (*(-ord(c) for c in name), 0)
+
+
+def order_units(session: Session, units: Iterable[VictimUnit]) -> list[VictimUnit]:
+    """All units in victim order: pick, level by level from the top, the sibling queue that
+    comes *last* in scheduling order (``compare_queues`` negated), counting the units already
+    picked from it as removed; inside the chosen leaf take its next unit."""
+    by_leaf: dict[str, list[VictimUnit]] = {}
+    for unit in units:
+        by_leaf.setdefault(unit.queue, []).append(unit)
+    if not by_leaf:
+        return []
+    for members in by_leaf.values():
+        members.sort(key=_unit_key)
+    # a job's units must come out in their own order, whatever the leaf sort said
+    for members in by_leaf.values():
+        _keep_job_order(members)
+    tree = session.queue_tree
+    compare = session.proportion.compare_queues
+    cursor = {leaf: 0 for leaf in by_leaf}
+    removed: dict[str, list[float]] = {}
+    left: dict[str, int] = {}
+    for leaf, members in by_leaf.items():
+        info = tree.queues.get(leaf)
+        if info is None:
+            continue
+        for anc in info.ancestors():
+            left[anc.name] = left.get(anc.name, 0) + len(members)
+    roots = sorted(tree.roots, key=lambda q: q.name)
+    out: list[VictimUnit] = []
+    total = sum(len(m) for m in by_leaf.values())
+    while len(out) < total:
+        siblings: Sequence[QueueInfo] = roots
+        chosen: QueueInfo | None = None
+        while True:
+            best: QueueInfo | None = None
+            for queue in siblings:
+                if left.get(queue.name, 0) <= 0:
+                    continue
+                if best is None:
+                    best = queue
+                    continue
+                # victim mode: the queue that would be scheduled last is robbed first
+                if (
+                    compare(
+                        queue.name,
+                        best.name,
+                        None,
+                        None,
+                        _vec(removed.get(queue.name)),
+                        _vec(removed.get(best.name)),
+                    )
+                    > 0
+                ):
+                    best = queue
+            if best is None:
+                break
+            chosen = best
+            if best.is_leaf:
+                break
+            siblings = sorted(best.children, key=lambda q: q.name)
+        if chosen is None or not chosen.is_leaf:
+            break
+        unit = by_leaf[chosen.name][cursor[chosen.name]]
+        cursor[chosen.name] += 1
+        out.append(unit)
+        for anc in chosen.ancestors():
+            left[anc.name] -= 1
+            acc = removed.setdefault(anc.name, [0.0, 0.0, 0.0])
+            acc[0] += unit.resources[0]
+            acc[1] += unit.resources[1]
+            acc[2] += unit.resources[2]
+    return out
+
+
+def _vec(v: list[float] | None) -> Vector | None:
+    return None if v is None else (v[0], v[1], v[2])
+
+
+def _keep_job_order(members: list[VictimUnit]) -> None:
+    """Stable fix-up: every job's units appear in ``seq`` order at the slots the sort gave them."""
+    slots: dict[int, list[int]] = {}
+    for i, unit in enumerate(members):
+        slots.setdefault(id(unit.job), []).append(i)
+    for positions in slots.values():
+        units = sorted((members[i] for i in positions), key=lambda u: u.seq)
+        for i, unit in zip(positions, units, strict=True):
+            members[i] = unit
+
+
+# ---------------------------------------------------------------------------------- the solver
+#: accept(unit, accepted) -> may this unit join the victims already accepted?
+Acceptor = Callable[[VictimUnit, list[VictimUnit]], bool]
+#: validate(victims that stay evicted, moved victims) -> is the scenario valid for the action?
+Validator = Callable[[list[VictimUnit], list[VictimUnit]], bool]
+
+
+@dataclass
+class Solution:
+    victims: list[VictimUnit] = field(default_factory=list)  # evicted for good (Releasing)
+    moved: list[VictimUnit] = field(default_factory=list)  # re-placed elsewhere (Pipelined)
+
+
+class VictimSolver:
+    """Find and apply the smallest set of victims that lets ``tasks`` of ``job`` fit."""
+
+    def __init__(
+        self,
+        session: Session,
+        statement: Statement,
+        job: JobInfo,
+        tasks: list[TaskInfo],
+        reason: str,
+    ) -> None:
+        self.session = session
+        self.statement = statement
+        self.job = job
+        self.tasks = tasks
+        self.reason = reason
+        self.capacity = _sum_vectors(session.capacity_vector(t.spec) for t in tasks)
+
+    # -- probes -------------------------------------------------------------------------------
+    def _evict(self, units: Iterable[VictimUnit]) -> None:
+        for unit in units:
+            for task in unit.tasks:
+                self.statement.evict(task, self.reason)
+
+    def _place(self) -> list[int] | None:
+        """Pipeline every task of the job; the nodes used, or None (nothing placed) on failure.
+        The queue capacity check (limits, non-preemptible quota) runs first, against the queue
+        state with the probe's evictions applied, as KAI's simulated AllocateJob does. Jobs with
+        a topology constraint go through the topology placer, then become pipelined whole (the
+        preemptor of a victim search never binds in the same session)."""
+        from kai.scheduler.topology_placement import constrained, place_tasks
+
+        job = self.job
+        if self.session.proportion.check_job_capacity(job.queue, self.capacity, job.preemptible):
+            return None
+        cp = self.statement.checkpoint()
+        if constrained(job):
+            if place_tasks(self.session, job, self.tasks, self.statement) is not None:
+                return None
+            self.statement.convert_allocated_to_pipelined(job)
+        engine = self.session.engine
+        for task in self.tasks:
+            if task.node >= 0:  # placed by the topology placer
+                continue
+            choice = engine.choose(task)
+            if choice is None:
+                self.statement.rollback(cp)
+                return None
+            self.statement.pipeline(task, choice.node, choice.gpu_groups)
+        if not job.gang_satisfied or any(t.node < 0 for t in self.tasks):
+            self.statement.rollback(cp)
+            return None
+        return [t.node for t in self.tasks]
+
+    def fits(self, units: Sequence[VictimUnit]) -> list[int] | None:
+        """Would the job fit with ``units`` evicted? Leaves the statement unchanged."""
+        cp = self.statement.checkpoint()
+        self._evict(units)
+        used = self._place()
+        self.statement.rollback(cp)
+        return used
+
+    # -- search -------------------------------------------------------------------------------
+    def smallest_prefix(
+        self, candidates: Sequence[VictimUnit], accept: Acceptor | None = None
+    ) -> list[VictimUnit] | None:
+        """The shortest accepted prefix of ``candidates`` with which the job fits (units refused
+        by ``accept`` are skipped, together with the later units of their job)."""
+        accepted: list[VictimUnit] = []
+        blocked: set[int] = set()
+        stream = iter(candidates)
+
+        def extend(n: int) -> bool:
+            while len(accepted) < n:
+                unit = next(stream, None)
+                if unit is None:
+                    return False
+                if id(unit.job) in blocked:
+                    continue
+                if accept is not None and not accept(unit, accepted):
+                    blocked.add(id(unit.job))
+                    continue
+                accepted.append(unit)
+            return True
+
+        low, high = 0, 1
+        while True:
+            complete = extend(high)
+            if self.fits(accepted[:high]) is not None:
+                break
+            if not complete:
+                return None
+            low, high = high, high * 2
+        high = min(high, len(accepted))
+        # invariant: prefix `high` fits, prefix `low` does not
+        while high - low > 1:
+            mid = (low + high) // 2
+            if self.fits(accepted[:mid]) is not None:
+                high = mid
+            else:
+                low = mid
+        return accepted[:high]
+
+    def minimise(self, units: list[VictimUnit]) -> list[VictimUnit]:
+        """Keep only the units the job needs: those on nodes it lands on, then drop, newest
+        first, each unit whose removal still lets the job fit. A job's units stay a prefix of
+        its own unit list (an extra is never spared while its gang goes)."""
+        used = self.fits(units)
+        if used is None:
+            return units
+        nodes = set(used)
+        keep = [u for u in units if any(t.node in nodes for t in u.tasks)]
+        keep = _close_prefixes(units, keep)
+        if self.fits(keep) is None:
+            keep = list(units)
+        for unit in reversed(list(keep)):
+            if any(u.job is unit.job and u.seq > unit.seq for u in keep):
+                continue
+            trial = [u for u in keep if u is not unit]
+            if trial and self.fits(trial) is not None:
+                keep = trial
+        return keep
+
+    # -- apply --------------------------------------------------------------------------------
+    def apply(
+        self,
+        units: list[VictimUnit],
+        move: bool,
+        all_must_move: bool,
+        validate: Validator | None,
+    ) -> Solution | None:
+        """Evict ``units``, pipeline the job, re-place victims when ``move``; validate. On
+        failure the statement is rolled back to where it was and None is returned."""
+        cp = self.statement.checkpoint()
+        self._evict(units)
+        if self._place() is None:
+            self.statement.rollback(cp)
+            return None
+        solution = Solution()
+        for unit in units:
+            if move and self._move(unit):
+                solution.moved.append(unit)
+            else:
+                solution.victims.append(unit)
+        if all_must_move and solution.victims:
+            self.statement.rollback(cp)
+            return None
+        if validate is not None and not validate(solution.victims, solution.moved):
+            self.statement.rollback(cp)
+            return None
+        return solution
+
+    def _move(self, unit: VictimUnit) -> bool:
+        """Re-place every task of a unit on another node (pipelined), or none of them."""
+        cp = self.statement.checkpoint()
+        engine = self.session.engine
+        size = len(self.session.nodes)
+        for task in unit.tasks:
+            home = self.session.original[task.uid][1]
+            allowed = np.ones(size, dtype=bool)
+            if home >= 0:
+                allowed[home] = False
+            choice = engine.choose(task, allowed)
+            if choice is None:
+                self.statement.rollback(cp)
+                return False
+            self.statement.pipeline(task, choice.node, choice.gpu_groups)
+        return True
+
+
+def _close_prefixes(order: list[VictimUnit], keep: list[VictimUnit]) -> list[VictimUnit]:
+    """Add every earlier unit of a job one of whose units is kept, preserving ``order``."""
+    need: dict[int, int] = {}
+    for unit in keep:
+        need[id(unit.job)] = max(need.get(id(unit.job), -1), unit.seq)
+    return [u for u in order if u.seq <= need.get(id(u.job), -1)]
+
+
+def gpu_room(session: Session) -> float:
+    """Whole GPUs idle or releasing in the cluster (the cheap first filter)."""
+    nodes = session.nodes
+    if len(nodes) == 0:
+        return 0.0
+    free = nodes.idle[:, GPU] + nodes.releasing[:, GPU]
+    return float(np.clip(free, 0.0, None).sum())
+
+
+def gpus_needed(tasks: Iterable[TaskInfo]) -> float:
+    return float(sum(t.request[GPU] for t in tasks))
+
+
+def unit_gpus(unit: VictimUnit) -> float:
+    """An upper bound of the whole GPUs the unit frees (a shared task may free its devices)."""
+    return float(sum(t.request[GPU] + len(t.gpu_groups) for t in unit.tasks))
+
+
+def preemptor_candidates(
+    session: Session,
+    action: str,
+    skip: Callable[[JobInfo], bool] | None = None,
+) -> list[JobInfo]:
+    """Jobs that may look for victims: pending tasks, ready, queue known, not delayed."""
+    from kai.scheduler.plugins.preemption_delay import delay_reason
+
+    out: list[JobInfo] = []
+    for job in session.jobs:
+        if job.pending == 0 or not job.queue_ok or not job.ready:
+            continue
+        reason = delay_reason(job.spec, session.snapshot.now)
+        if reason is not None:
+            reasons = session.job_reasons.setdefault(job.uid, [])
+            if all(r.code != reason.code for r in reasons):
+                reasons.append(reason)
+            continue
+        if skip is not None and skip(job):
+            continue
+        out.append(job)
+    return out
