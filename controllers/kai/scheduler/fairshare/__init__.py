@@ -31,8 +31,11 @@ leaf_allocated_non_preemptible, k_value=1.0, enabled=True, reclaimer_saturation_
       NonPreemptibleOverQuota, at the queue and every ancestor.
       ``check_non_preemptible_quota(...)``: the second rule only (preempt).
     - ``compare_queues(q1, q2, job_request1, job_request2, victims1=None, victims2=None) -> int``:
-      sibling order (-1 = q1 first); negate for the victim order. Use with
-      ``functools.cmp_to_key`` or in a heap of siblings.
+      sibling order (-1 = q1 first); negate for the victim order.
+      ``order_key(queue, job_request=None, victims=None) -> QueueOrderKey``: the same facts
+      precomputed once per (queue, best job); keys compare with ``<`` (heapq) or
+      ``.compare()`` in about 0.4 us, building one costs about 4 us. Rebuild a queue's key
+      after its allocation changes.
     - ``can_reclaim(queue, job_request, preemptible) -> bool``: the reclaim gate.
     - ``reclaim_is_fair(reclaimer_queue, reclaimer_request, victims, reclaimer_preemptible=True)
       -> bool`` and ``judge_reclaim(...) -> ReclaimVerdict`` (with a message): scenario
@@ -60,6 +63,7 @@ from kai.scheduler.fairshare.proportion import (
     OVER_LIMIT,
     Proportion,
 )
+from kai.scheduler.fairshare.queue_order import QueueOrderKey
 from kai.scheduler.fairshare.reclaim import (
     ReclaimVerdict,
     VictimChunk,
@@ -74,6 +78,7 @@ __all__ = [
     "NON_PREEMPTIBLE_OVER_QUOTA",
     "OVER_LIMIT",
     "Proportion",
+    "QueueOrderKey",
     "QueueTree",
     "ReclaimVerdict",
     "ShareInput",

@@ -15,6 +15,7 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
 from kai.scheduler.fairshare.division import divide_tree, queue_resource
+from kai.scheduler.fairshare.queue_order import QueueOrderKey
 from kai.scheduler.fairshare.resources import (
     CHECK_ORDER,
     EPS,
@@ -22,7 +23,6 @@ from kai.scheduler.fairshare.resources import (
     ZERO,
     ResourcesLike,
     Vector,
-    all_leq_unlimited,
     describe,
     leq_unlimited,
     resource_name,
@@ -297,88 +297,48 @@ class Proportion:
         victims2: ResourcesLike | None = None,
     ) -> int:
         """Order of two sibling queues for scheduling: -1 = ``q1`` first, 1 = ``q2`` first,
-        0 = same queue. ``job_request*`` = the init request of each queue's best job
-        (what it would allocate next); ``victims*`` = total resources of victims already
-        chosen from each queue's subtree (victim mode: treated as removed in rule 5). For the
-        victim order (reclaim/preempt), the caller negates the result. Rules (§3.8), first
-        decisive wins:
-
-        1. not over-utilized first (over-utilized: fairShare < allocated in every resource);
-        2. starved first (allocated + job <= deserved in every resource, -1 = infinite);
-        3. higher priority first;
-        4. a queue that would allocate a resource whose allocatable share is 0 goes last;
-        5. lower dominant resource share with the job (minus victims) first;
-        6. lower dominant resource share without the job first;
-        7. the queue whose allocatable share is dominated (<= everywhere, < somewhere) first;
-        8. older (creation_rank) first, then name.
-
-        With ``enabled`` False only rule 8 applies.
-        """
-        tree = self.tree
-        i, j = tree.lookup(q1), tree.lookup(q2)
-        if i == j:
-            return 0
-        if self.enabled:
-            result = self._compare_enabled(
-                i,
-                j,
-                ZERO if job_request1 is None else to_vector(job_request1),
-                ZERO if job_request2 is None else to_vector(job_request2),
-                ZERO if victims1 is None else to_vector(victims1),
-                ZERO if victims2 is None else to_vector(victims2),
-            )
-            if result:
-                return result
-        # i < j exactly when (creation_rank, name) of q1 sorts first
-        return -1 if i < j else 1
-
-    def _compare_enabled(
-        self, i: int, j: int, job_i: Vector, job_j: Vector, vic_i: Vector, vic_j: Vector
-    ) -> int:
-        alloc_i, alloc_j = self._get(self._alloc, i), self._get(self._alloc, j)
-        over_i = self._over_utilized(i, alloc_i)
-        over_j = self._over_utilized(j, alloc_j)
-        if over_i != over_j:
-            return 1 if over_i else -1
-        with_i = (alloc_i[0] + job_i[0], alloc_i[1] + job_i[1], alloc_i[2] + job_i[2])
-        with_j = (alloc_j[0] + job_j[0], alloc_j[1] + job_j[1], alloc_j[2] + job_j[2])
-        starved_i = all_leq_unlimited(with_i, self._deserved[i])
-        starved_j = all_leq_unlimited(with_j, self._deserved[j])
-        if starved_i != starved_j:
-            return -1 if starved_i else 1
-        pri_i, pri_j = self.tree.specs[i].priority, self.tree.specs[j].priority
-        if pri_i != pri_j:
-            return -1 if pri_i > pri_j else 1
-        zero_i = self._uses_zero_share(i, with_i)
-        zero_j = self._uses_zero_share(j, with_j)
-        if zero_i != zero_j:
-            return 1 if zero_i else -1
-        share_i = self._dominant(
-            i, (with_i[0] - vic_i[0], with_i[1] - vic_i[1], with_i[2] - vic_i[2])
+        0 = same queue (rules in ``queue_order.py``). ``job_request*`` = the init request of
+        each queue's best job (what it would allocate next); ``victims*`` = total resources of
+        victims already chosen from each queue's subtree (victim mode: treated as removed in
+        the dominant-share rule). For the victim order the caller negates the result."""
+        return self.order_key(q1, job_request1, victims1).compare(
+            self.order_key(q2, job_request2, victims2)
         )
-        share_j = self._dominant(
-            j, (with_j[0] - vic_j[0], with_j[1] - vic_j[1], with_j[2] - vic_j[2])
+
+    def order_key(
+        self,
+        queue: str,
+        job_request: ResourcesLike | None = None,
+        victims: ResourcesLike | None = None,
+    ) -> QueueOrderKey:
+        """The precomputed order facts of ``queue`` with its candidate job; keys of siblings
+        compare with ``<`` / ``.compare``. Valid until the queue's allocation changes."""
+        i = self.tree.lookup(queue)
+        spec = self.tree.specs[i]
+        a_ = self._allocatable[i]
+        if not self.enabled:
+            return QueueOrderKey(i, False, False, False, spec.priority, False, 0.0, 0.0, a_)
+        job = _vector_or_zero(job_request)
+        b = 3 * i
+        alloc = self._alloc
+        a0, a1, a2 = alloc[b], alloc[b + 1], alloc[b + 2]
+        f = self._fair[i]
+        over = f[0] < a0 - EPS and f[1] < a1 - EPS and f[2] < a2 - EPS
+        w0, w1, w2 = a0 + job[0], a1 + job[1], a2 + job[2]
+        d = self._deserved[i]
+        starved = (
+            (d[0] == UNLIMITED or w0 <= d[0] + EPS)
+            and (d[1] == UNLIMITED or w1 <= d[1] + EPS)
+            and (d[2] == UNLIMITED or w2 <= d[2] + EPS)
         )
-        if abs(share_i - share_j) > EPS:
-            return -1 if share_i < share_j else 1
-        share_i, share_j = self._dominant(i, alloc_i), self._dominant(j, alloc_j)
-        if abs(share_i - share_j) > EPS:
-            return -1 if share_i < share_j else 1
-        a_i, a_j = self._allocatable[i], self._allocatable[j]
-        i_le_j, j_le_i = all_leq_unlimited(a_i, a_j), all_leq_unlimited(a_j, a_i)
-        if i_le_j and not j_le_i:
-            return -1
-        if j_le_i and not i_le_j:
-            return 1
-        return 0
-
-    def _over_utilized(self, i: int, alloc: Vector) -> bool:
-        fair = self._fair[i]
-        return all(fair[k] < alloc[k] - EPS for k in RESOURCE_INDEXES)
-
-    def _uses_zero_share(self, i: int, with_job: Vector) -> bool:
-        a = self._allocatable[i]
-        return any(a[k] == 0 and with_job[k] > EPS for k in RESOURCE_INDEXES)
+        zero = (a_[0] == 0 and w0 > EPS) or (a_[1] == 0 and w1 > EPS) or (a_[2] == 0 and w2 > EPS)
+        if victims is not None:
+            v = to_vector(victims)
+            with_job = self._dominant(i, (w0 - v[0], w1 - v[1], w2 - v[2]))
+        else:
+            with_job = self._dominant(i, (w0, w1, w2))
+        without = self._dominant(i, (a0, a1, a2))
+        return QueueOrderKey(i, True, over, starved, spec.priority, zero, with_job, without, a_)
 
     def _dominant(self, i: int, alloc: Sequence[float]) -> float:
         share = 0.0
@@ -441,6 +401,14 @@ class Proportion:
     def _get(flat: list[float], i: int) -> Vector:
         b = 3 * i
         return (flat[b], flat[b + 1], flat[b + 2])
+
+
+def _vector_or_zero(resources: ResourcesLike | None) -> Vector:
+    if resources is None:
+        return ZERO
+    if type(resources) is tuple and len(resources) == 3:
+        return resources
+    return to_vector(resources)
 
 
 def _allocatable(deserved: Vector, fair: Vector, limit: Vector) -> Vector:
