@@ -1,9 +1,11 @@
 """JobsOrderByQueues (KAI-FACTS §3.8): repeatedly pop the best job of the best leaf queue.
 
-Sibling queues are compared level by level with the fair-share package's ``compare_queues``,
-given the request of each side's best job. A leaf holds its jobs in a heap on the job order key.
-After a pop or a push only the queues on that leaf's path are re-evaluated; the best child of
-every other queue is cached.
+Sibling queues are compared level by level with the fair-share package's queue order, given the
+request of each side's best job: each queue gets an order key (``Proportion.order_key``) and
+sibling keys are compared. A leaf holds its jobs in a heap on the job order key. A pop or a push
+changes only the queues on that leaf's path (their best job, and, when the job is placed, their
+allocation), so only their keys and best children are recomputed; every other queue's key and
+best child stay cached.
 
 Queue depth per action keeps the best ``depth`` jobs of each leaf (KAI drops an arbitrary heap
 slot, KAI-FACTS §13 item 21; keeping the best is the deterministic reading of its intent).
@@ -14,18 +16,24 @@ from __future__ import annotations
 import heapq
 import itertools
 from collections.abc import Callable, Iterable
+from typing import Protocol
 
 from kai.scheduler.fairshare.resources import Vector
 from kai.scheduler.jobs import JobInfo
 from kai.scheduler.queues import QueueInfo
 
-CompareQueues = Callable[[str, str, Vector, Vector], int]
+
+class OrderKey(Protocol):
+    def compare(self, other: OrderKey, /) -> int: ...
+
+
+QueueKey = Callable[[str, Vector], OrderKey]
 JobKey = Callable[[JobInfo], tuple[object, ...]]
 JobRequest = Callable[[JobInfo], Vector]
 
 
 class _QueueNode:
-    __slots__ = ("best", "children", "dirty", "heap", "name", "parent")
+    __slots__ = ("best", "children", "dirty", "heap", "key", "name", "parent")
 
     def __init__(self, name: str, parent: _QueueNode | None) -> None:
         self.name = name
@@ -34,6 +42,7 @@ class _QueueNode:
         self.heap: list[tuple[tuple[object, ...], int, JobInfo]] = []
         self.dirty = True
         self.best: _QueueNode | None = None
+        self.key: OrderKey | None = None  # order key with its best job; None = stale
 
 
 class JobsOrderByQueues:
@@ -41,12 +50,12 @@ class JobsOrderByQueues:
         self,
         roots: Iterable[QueueInfo],
         jobs: Iterable[JobInfo],
-        compare: CompareQueues,
+        queue_key: QueueKey,
         job_key: JobKey,
         job_request: JobRequest,
         depth: int | None = None,
     ) -> None:
-        self._compare = compare
+        self._queue_key = queue_key
         self._job_key = job_key
         self._job_request = job_request
         self._seq = itertools.count()
@@ -90,6 +99,7 @@ class JobsOrderByQueues:
     def _mark(self, node: _QueueNode | None) -> None:
         while node is not None:
             node.dirty = True
+            node.key = None
             node = node.parent
 
     def _best_leaf(self, node: _QueueNode) -> _QueueNode | None:
@@ -99,18 +109,17 @@ class JobsOrderByQueues:
         if not node.children:
             node.best = node if node.heap else None
             return node.best
-        winner: _QueueNode | None = None
+        winner_key: OrderKey | None = None
         winner_leaf: _QueueNode | None = None
         for child in node.children:
             leaf = self._best_leaf(child)
             if leaf is None:
                 continue
-            if winner is None or winner_leaf is None:
-                winner, winner_leaf = child, leaf
-                continue
-            request = self._job_request(leaf.heap[0][2])
-            winner_request = self._job_request(winner_leaf.heap[0][2])
-            if self._compare(child.name, winner.name, request, winner_request) < 0:
-                winner, winner_leaf = child, leaf
+            key = child.key
+            if key is None:
+                key = self._queue_key(child.name, self._job_request(leaf.heap[0][2]))
+                child.key = key
+            if winner_key is None or key.compare(winner_key) < 0:
+                winner_key, winner_leaf = key, leaf
         node.best = winner_leaf
         return winner_leaf

@@ -10,7 +10,6 @@ elastic jobs grow one task at a time.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from kai.scheduler.fairshare.resources import Vector
@@ -48,7 +47,7 @@ def allocate(session: Session) -> None:
     order = JobsOrderByQueues(
         session.queue_tree.roots,
         candidates,
-        cached_compare(session),
+        session.proportion.order_key,
         key,
         lambda job: requests[job.uid],
         session.config.queue_depth_per_action.get(ACTION),
@@ -59,28 +58,6 @@ def allocate(session: Session) -> None:
             continue
         if _allocate_job(session, popped, tasks) and popped.pending > 0:
             order.push(popped)
-
-
-def cached_compare(session: Session) -> Callable[[str, str, Vector, Vector], int]:
-    """The fair-share package's ``compare_queues``, memoised. Its answer depends only on the two
-    queues, the two job requests and the two queues' live allocations (fair shares, quotas and
-    limits are fixed for the session), so those form the cache key and a hit is exact."""
-    proportion = session.proportion
-    compare = proportion.compare_queues
-    allocated = proportion.allocated
-    cache: dict[tuple[object, ...], int] = {}
-
-    def cached(q1: str, q2: str, r1: Vector, r2: Vector) -> int:
-        key = (q1, q2, r1, r2, allocated(q1), allocated(q2))
-        hit = cache.get(key)
-        if hit is None:
-            if len(cache) > 200_000:
-                cache.clear()
-            hit = compare(q1, q2, r1, r2)
-            cache[key] = hit
-        return hit
-
-    return cached
 
 
 def _request(session: Session, tasks: list[TaskInfo]) -> Vector:
