@@ -45,7 +45,12 @@ def generate(nodes: int, tasks_per_node: int = 10) -> dict[str, Any]:
         )
     for q in range(50):
         queues.append(
-            {"name": f"team{q}", "parent": f"dept{q // 10}", "priority": 100, "creationRank": 10 + q}
+            {
+                "name": f"team{q}",
+                "parent": f"dept{q // 10}",
+                "priority": 100,
+                "creationRank": 10 + q,
+            }
             | _resources(nodes * 8 / 50 / 2)
         )
     jobs: list[dict[str, Any]] = []

@@ -30,11 +30,16 @@ def describe(value: Any) -> str:
 
 
 def is_number(value: Any) -> bool:
+    kind = type(value)
+    if kind is int:
+        return True
+    if kind is float:
+        return math.isfinite(value)
     return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
 
 
 def is_integer(value: Any) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
+    return type(value) is int or (isinstance(value, int) and not isinstance(value, bool))
 
 
 class Checker:

@@ -7,7 +7,7 @@ from typing import Any
 
 from kai.scheduler.scenario import model
 from kai.scheduler.scenario.checks import Checker, describe, is_number
-from kai.scheduler.scenario.source import Path
+from kai.scheduler.scenario.source import Path, format_path
 
 _JOB_REQUIRED = ("name", "queue", "priority", "preemptible", "createdMinutesAgo", "tasks")
 _JOB_OPTIONAL = ("minAvailable", "subGroups", "topology", "staleForSeconds", "deleted", "namespace")
@@ -56,7 +56,7 @@ def check_jobs(c: Checker, value: Any, ctx: Context) -> list[model.Job] | None:
         return None
     out: list[model.Job] = []
     seen: dict[str, int] = {}
-    task_seen: dict[str, str] = {}
+    task_seen: dict[str, Path] = {}
     good = True
     for i, item in enumerate(items):
         job = _check_job(c, item, ("jobs", i), ctx, seen, task_seen)
@@ -73,7 +73,7 @@ def _check_job(
     path: Path,
     ctx: Context,
     seen: dict[str, int],
-    task_seen: dict[str, str],
+    task_seen: dict[str, Path],
 ) -> model.Job | None:
     spec = c.mapping(item, path, _JOB_REQUIRED, _JOB_OPTIONAL)
     if spec is None:
@@ -316,7 +316,7 @@ def _check_task(
     ctx: Context,
     job: str,
     info: _SubGroupInfo,
-    task_seen: dict[str, str],
+    task_seen: dict[str, Path],
 ) -> model.Task | None:
     spec = c.mapping(item, path, ("name", "status", "request"), _TASK_OPTIONAL)
     if spec is None:
@@ -326,10 +326,11 @@ def _check_task(
     if name is not None:
         ctx.task_names.add(name)
         if name in task_seen:
-            c.fail((*path, "name"), f"task {name!r} is defined twice (first at {task_seen[name]})")
+            first = format_path(task_seen[name])
+            c.fail((*path, "name"), f"task {name!r} is defined twice (first at {first})")
             good = False
         else:
-            task_seen[name] = _render(path)
+            task_seen[name] = path
     status = (
         c.choice(spec["status"], (*path, "status"), model.STATUSES) if "status" in spec else None
     )
@@ -391,12 +392,6 @@ def _check_task(
         pod_affinity=terms["podAffinity"],
         pod_anti_affinity=terms["podAntiAffinity"],
     )
-
-
-def _render(path: Path) -> str:
-    from kai.scheduler.scenario.source import format_path
-
-    return format_path(path)
 
 
 def _check_request(c: Checker, value: Any, path: Path) -> model.Request | None:
