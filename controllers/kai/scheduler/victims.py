@@ -474,3 +474,66 @@ def preemptor_candidates(
             continue
         out.append(job)
     return out
+
+
+def replay_places(session: Session, jobs: list[JobInfo], involved: list[TaskInfo]) -> bool:
+    """Would the next cycle's allocate put every ``involved`` task back somewhere?
+
+    Consolidation moves running tasks by deleting them; in the next cycle the recreated tasks
+    and the job they made room for are pending again and allocate re-places them in its own
+    order (older jobs first, binpacking). If that order would put a moved task back where it
+    was, the job that needed the room no longer fits and consolidation would move it again,
+    every cycle. This replays that allocation — involved tasks unplaced, ``jobs`` allocated in
+    scheduling order — and leaves the session exactly as it found it.
+    """
+    from kai.scheduler.gang import tasks_to_allocate
+    from kai.scheduler.job_queue import JobsOrderByQueues
+    from kai.scheduler.ordering import job_order_key
+    from kai.scheduler.snapshot import TaskStatus
+    from kai.scheduler.topology_placement import constrained, place_tasks
+
+    saved = [(t, t.status, t.node, t.gpu_groups) for t in involved]
+    for task in involved:
+        session.set_placement(task, TaskStatus.PENDING, -1, ())
+    replay = Statement(session, "replay")
+    engine = session.engine
+    requests: dict[str, Vector] = {}
+
+    def key(job: JobInfo) -> tuple[object, ...]:
+        requests[job.uid] = pending_request(session, tasks_to_allocate(job))
+        return job_order_key(job)
+
+    try:
+        order = JobsOrderByQueues(
+            session.queue_tree.roots,
+            [j for j in jobs if j.pending > 0 and j.queue_ok],
+            session.proportion.order_key,
+            key,
+            lambda job: requests[job.uid],
+        )
+        while (job := order.pop()) is not None:
+            tasks = tasks_to_allocate(job)
+            if not tasks:
+                continue
+            cp = replay.checkpoint()
+            if constrained(job) and place_tasks(session, job, tasks, replay) is not None:
+                continue
+            placed = True
+            for task in tasks:
+                if task.node >= 0:
+                    continue
+                choice = engine.choose(task)
+                if choice is None:
+                    placed = False
+                    break
+                replay.allocate(task, choice.node, choice.gpu_groups)
+            if not placed or not job.gang_satisfied:
+                replay.rollback(cp)
+                continue
+            if job.pending > 0:
+                order.push(job)
+        return all(t.node >= 0 for t in involved)
+    finally:
+        replay.discard()
+        for task, status, node, groups in reversed(saved):
+            session.set_placement(task, status, node, groups)

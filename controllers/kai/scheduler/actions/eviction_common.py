@@ -43,7 +43,7 @@ def run_jobs(
     order = JobsOrderByQueues(
         session.queue_tree.roots,
         jobs,
-        session.proportion.compare_queues,
+        session.proportion.order_key,
         key,
         lambda job: requests[job.uid],
         session.config.queue_depth_per_action.get(action),
