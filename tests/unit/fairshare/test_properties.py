@@ -294,7 +294,7 @@ def test_allocate_then_deallocate_restores_the_state(case: Case, data: st.DataOb
 
 @settings(max_examples=100, deadline=None)
 @given(cases(), st.data())
-def test_queue_order_is_antisymmetric(case: Case, data: st.DataObject) -> None:
+def test_queue_order_is_antisymmetric_and_keys_agree(case: Case, data: st.DataObject) -> None:
     p = make(case)
     sets = [s for s in sibling_sets(case.queues).values() if len(s) >= 2]
     if not sets:
@@ -306,6 +306,8 @@ def test_queue_order_is_antisymmetric(case: Case, data: st.DataObject) -> None:
     ab = p.compare_queues(a, b, ja, jb)
     assert ab in (-1, 1)
     assert p.compare_queues(b, a, jb, ja) == -ab
+    ka, kb = p.order_key(a, ja), p.order_key(b, jb)
+    assert (ka < kb) == (ab == -1) and (kb < ka) == (ab == 1)
 
 
 @settings(max_examples=100, deadline=None)

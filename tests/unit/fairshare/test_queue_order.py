@@ -7,6 +7,7 @@ allocatable share equal their quota; allocated figures are set directly.
 from __future__ import annotations
 
 import functools
+import heapq
 
 import pytest
 
@@ -222,3 +223,19 @@ def test_sorting_with_cmp_to_key_is_a_total_order(enabled: bool) -> None:
     names = [f"q{i}" for i in range(8)]
     first = sorted(names, key=functools.cmp_to_key(p.compare_queues))
     assert sorted(reversed(names), key=functools.cmp_to_key(p.compare_queues)) == first
+
+
+def test_order_keys_work_in_a_heap() -> None:
+    # a is over-utilized in everything, b starved, c neither but higher priority
+    queues = [
+        q("a", (1, 1, 1), rank=0),
+        q("b", (4, 4000, 4e9), rank=1),
+        q("c", (1, 1, 1), priority=200, rank=2),
+    ]
+    alloc = {"a": (2, 2, 2), "b": (1, 0, 0), "c": (1, 0, 0)}
+    p = Proportion(queues, CAPACITY, {"a": (1, 1, 1), "b": (4, 4000, 4e9)}, alloc, {}, 1.0, True)
+    heap = [p.order_key(name, (1, 0, 0)) for name in ("a", "c", "b")]
+    heapq.heapify(heap)
+    order = [p.names[heapq.heappop(heap).index] for _ in range(3)]
+    assert order == ["b", "c", "a"]
+    assert "starved=True" in repr(p.order_key("b", (1, 0, 0)))
