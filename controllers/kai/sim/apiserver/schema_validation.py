@@ -79,6 +79,8 @@ class Validator:
         if schema.get("x-kubernetes-int-or-string"):
             if not (isinstance(value, str) or _type_ok(value, "integer")):
                 self.errors.append(self._type_err(value, path, "integer-or-string"))
+            else:
+                self._values(value, {k: v for k, v in schema.items() if k != "anyOf"}, path)
             return
         typ = schema.get("type")
         if typ and not _type_ok(value, typ):

@@ -1,0 +1,63 @@
+"""`kai apiserver` as a process: HTTPS with a generated CA in the kubeconfig, usable by the
+Python client and kubectl, clean exit 0 on SIGTERM; bad flags exit 2."""
+
+from __future__ import annotations
+
+import shutil
+import signal
+import subprocess
+import sys
+
+import pytest
+from kubernetes import client, config
+
+
+def _kai() -> list[str]:
+    exe = shutil.which("kai", path=str(__import__("pathlib").Path(sys.executable).parent))
+    return [exe] if exe else [sys.executable, "-m", "kai.cli"]
+
+
+@pytest.fixture
+def served(tmp_path):
+    kubeconfig = tmp_path / "kubeconfig"
+    proc = subprocess.Popen(
+        [*_kai(), "apiserver", "--tls", "--kubeconfig-out", str(kubeconfig)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    lines = [proc.stdout.readline().strip(), proc.stdout.readline().strip()]
+    assert lines[0] == f"kubeconfig: {kubeconfig}", (lines, proc.stderr.read())
+    assert lines[1].startswith("serving: https://127.0.0.1:")
+    yield proc, kubeconfig
+    if proc.poll() is None:
+        proc.kill()
+        proc.wait()
+
+
+def test_tls_server_for_client_and_kubectl(served, kubectl):
+    proc, kubeconfig = served
+    api = config.new_client_from_config(str(kubeconfig))
+    v1 = client.CoreV1Api(api)
+    v1.create_namespaced_config_map("default", {"metadata": {"name": "over-tls"}})
+    assert v1.read_namespaced_config_map("over-tls", "default").metadata.uid
+    api.close()
+    out = subprocess.run(
+        [kubectl, "--kubeconfig", str(kubeconfig), "get", "cm", "over-tls"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert out.returncode == 0 and "over-tls" in out.stdout, out.stderr
+    proc.send_signal(signal.SIGTERM)
+    assert proc.wait(timeout=20) == 0
+
+
+def test_bad_flag_exits_2():
+    out = subprocess.run(
+        [*_kai(), "apiserver", "--fault-error-rate", "3"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert out.returncode == 2 and "must be between 0 and 1" in out.stderr
