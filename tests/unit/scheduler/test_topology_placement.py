@@ -220,3 +220,30 @@ def test_pool_without_fraction_mode_keeps_fractions_off() -> None:
 
 def test_gpu_request_default_is_whole() -> None:
     assert GpuRequest().is_shared is False
+
+
+# ---------------------------------------------------------------- stale gangs and minSubGroup
+
+
+def _stale_snapshot(min_subgroup: int | None):  # type: ignore[no-untyped-def]
+    subgroups = [SubGroupSpec("a", min_available=1), SubGroupSpec("b", min_available=1)]
+    tasks = [
+        task("j-a", subgroup="a", status="Running", node_name="node0"),
+        task("j-b", subgroup="b"),
+    ]
+    snap = cluster(
+        [node("node0", gpus=1)], [job("j", tasks, subgroups=subgroups, min_subgroup=min_subgroup)]
+    )
+    snap.config.staleness_grace_period = 0.0
+    return snap
+
+
+def test_stale_gang_detection_honours_min_subgroup() -> None:
+    # Root minSubGroup 1 with leaf a running: satisfied, so not stale (KAI would evict it).
+    placed = statuses(run_session(_stale_snapshot(1), ["stalegangeviction"]))
+    assert placed["j-a"] == ("Running", "node0")
+
+
+def test_stale_gang_without_min_subgroup_is_evicted() -> None:
+    placed = statuses(run_session(_stale_snapshot(None), ["stalegangeviction"]))
+    assert placed["j-a"] == ("Releasing", "node0")
