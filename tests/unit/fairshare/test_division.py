@@ -435,3 +435,24 @@ def test_bad_trees_are_refused(queues: list[QueueSpec], message: str) -> None:
 def test_requested_for_an_unknown_queue_is_refused() -> None:
     with pytest.raises(ValueError, match="'ghost' does not exist"):
         divide([q("a")], (1, 1, 1), {"ghost": (1, 0, 0)})
+
+
+@pytest.mark.parametrize(
+    ("resources", "message"),
+    [
+        ({"gpu": QueueResource(-2, -1, 1)}, r"resources.gpu.quota: must be >= 0 or -1, got -2"),
+        ({"cpu": QueueResource(0, float("nan"), 1)}, r"resources.cpu.limit"),
+        ({"memory": QueueResource(0, -1, -0.5)}, r"resources.memory.over_quota_weight"),
+        ({"pods": QueueResource(0, -1, 1)}, r"resources.pods: unknown resource"),
+    ],
+)
+def test_bad_queue_values_are_refused(resources: dict[str, QueueResource], message: str) -> None:
+    spec = QueueSpec(name="a", parent=None, resources=resources)
+    with pytest.raises(ValueError, match=message):
+        divide([spec], (1, 1, 1), {})
+
+
+def test_bad_usage_is_refused() -> None:
+    spec = QueueSpec(name="a", parent=None, usage={"gpu": float("inf")})
+    with pytest.raises(ValueError, match=r"usage.gpu"):
+        divide([spec], (1, 1, 1), {})

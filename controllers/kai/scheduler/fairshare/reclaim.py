@@ -186,7 +186,9 @@ def judge_reclaim(
     req_involved = _involved(req)
     mult = p.reclaimer_saturation_multiplier
     for level in tree.ancestors[rq]:
-        base = remaining.get(level) or list(p._get(p._alloc, level))
+        base = remaining.get(level)
+        if base is None:
+            base = list(p._get(p._alloc, level))
         mine = (base[0] + req[0], base[1] + req[1], base[2] + req[2])
         fair_r = p._fair[level]
         for sib in sorted(remaining):

@@ -8,10 +8,11 @@ order of the input list.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Mapping, Sequence
 
 from kai.scheduler.fairshare.resources import ZERO, ResourcesLike, Vector, to_vector
-from kai.scheduler.snapshot import QueueSpec
+from kai.scheduler.snapshot import MANAGED_RESOURCES, UNLIMITED, QueueSpec
 
 
 class QueueTree:
@@ -32,6 +33,7 @@ class QueueTree:
             if q.name in seen:
                 raise ValueError(f"queue '{q.name}': duplicate queue name")
             seen.add(q.name)
+            _check_values(q)
         ordered = sorted(queues, key=lambda q: (q.creation_rank, q.name))
         self.specs: tuple[QueueSpec, ...] = tuple(ordered)
         self.names: tuple[str, ...] = tuple(q.name for q in ordered)
@@ -110,3 +112,30 @@ class QueueTree:
                 t[1] += v[1]
                 t[2] += v[2]
         return [(t[0], t[1], t[2]) for t in totals]
+
+
+def _check_values(q: QueueSpec) -> None:
+    """Quotas and limits are >= 0 or exactly -1; weights too (KAI uses -1 only with an
+    unlimited quota); everything finite. Unknown resource keys are refused."""
+    for resource, values in sorted(q.resources.items()):
+        if resource not in MANAGED_RESOURCES:
+            raise ValueError(
+                f"queue '{q.name}': resources.{resource}: unknown resource, expected one of "
+                f"{', '.join(MANAGED_RESOURCES)}"
+            )
+        for field, value in (
+            ("quota", values.quota),
+            ("limit", values.limit),
+            ("over_quota_weight", values.over_quota_weight),
+        ):
+            if not math.isfinite(value) or (value < 0 and value != UNLIMITED):
+                raise ValueError(
+                    f"queue '{q.name}': resources.{resource}.{field}: must be >= 0 or -1, "
+                    f"got {value}"
+                )
+    for resource, value in sorted(q.usage.items()):
+        if resource not in MANAGED_RESOURCES or not math.isfinite(value):
+            raise ValueError(
+                f"queue '{q.name}': usage.{resource}: expected a finite number for one of "
+                f"{', '.join(MANAGED_RESOURCES)}, got {value}"
+            )
