@@ -100,10 +100,15 @@ def execute(
 
 def run(args: argparse.Namespace) -> int:
     outcome = execute(args.scenario, output=args.output, check=args.check)
-    if outcome.stdout:
-        sys.stdout.write(outcome.stdout)
-        sys.stdout.flush()
-    if outcome.stderr:
-        sys.stderr.write(outcome.stderr)
-        sys.stderr.flush()
+    try:
+        if outcome.stdout:
+            sys.stdout.write(outcome.stdout)
+            sys.stdout.flush()
+        if outcome.stderr:
+            sys.stderr.write(outcome.stderr)
+            sys.stderr.flush()
+    except BrokenPipeError:  # e.g. `kai simulate ... | head`: the reader left, nothing to report
+        import os
+
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
     return outcome.code

@@ -117,9 +117,9 @@ def render_text(report: Report) -> str:
                 row.append(_place(one.next[name]))
             rows.append(row)
         lines.extend(_table(rows, marks=report.mismatches is not None))
-        node_header = ["", "NODE", "GPUS", "IDLE", "RELEASING"]
+        node_header = ["", "NODE", "GPUS", "IDLE-GPUS", "RELEASING-GPUS"]
         if rounds_mode:
-            node_header += ["NEXT-IDLE", "NEXT-RELEASING"]
+            node_header += ["NEXT-IDLE-GPUS", "NEXT-RELEASING-GPUS"]
         node_rows = [node_header]
         following = report.next_figures[index]
         for node in scenario.nodes:
