@@ -286,6 +286,13 @@ def test_queue_gpus_per_form() -> None:
     assert queue_gpus(GpuRequest(mig=(("nvidia.com/mig-3g.20gb", 2),)), 100) == 6
 
 
+def test_queue_gpus_on_a_node_rounds_memory_shares_up_to_a_hundredth() -> None:
+    assert queue_gpus(GpuRequest(memory_mib=1000), 81900, on_node=True) == 0.02
+    assert queue_gpus(GpuRequest(memory_mib=33), 100, on_node=True) == 0.33
+    assert queue_gpus(GpuRequest(memory_mib=1000, num_devices=2), 81900, on_node=True) == 0.04
+    assert queue_gpus(GpuRequest(memory_mib=1000), 81900) < 0.02
+
+
 # --- raw manifests ------------------------------------------------------------------------------
 
 

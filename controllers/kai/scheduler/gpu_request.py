@@ -20,6 +20,7 @@ Pure module: plain mappings in, a frozen :class:`~kai.scheduler.snapshot.GpuRequ
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -97,20 +98,26 @@ def mig_profile_gpus(profile: str) -> int:
     return int(match["slices"])
 
 
-def queue_gpus(request: GpuRequest, device_memory_mib: float | None) -> float:
+def queue_gpus(
+    request: GpuRequest, device_memory_mib: float | None, *, on_node: bool = False
+) -> float:
     """GPUs a request counts in queue accounting (KAI-FACTS §4.1).
 
     A fraction counts ``fraction × devices``, a MIG instance its slice count, a gpu-memory request
     ``devices × memory / device_memory_mib`` where ``device_memory_mib`` is the memory of the
     device it sits on (or, for a pending task, the smallest device memory of the shard). Without
-    any GPU node (``None`` or 0) a gpu-memory request counts 0.
+    any GPU node (``None`` or 0) a gpu-memory request counts 0. ``on_node``: the memory is that of
+    the device the task sits on, and the share is rounded up to a hundredth, as KAI does there.
     """
     if request.fraction is not None:
         return request.fraction * request.num_devices
     if request.memory_mib is not None:
         if not device_memory_mib:
             return 0.0
-        return request.num_devices * request.memory_mib / device_memory_mib
+        share = request.memory_mib / device_memory_mib
+        if on_node:
+            share = math.ceil(round(share * 100, 9)) / 100
+        return request.num_devices * share
     if request.mig:
         return float(sum(mig_profile_gpus(name) * count for name, count in request.mig))
     return float(request.whole)

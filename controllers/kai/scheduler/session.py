@@ -193,7 +193,8 @@ class Session:
         """What a placed task counts in queue accounting (gpu, cpu, memory)."""
         spec = task.spec
         memory = float(self.nodes.gpu_memory[node]) if node >= 0 else self.min_gpu_memory
-        return (queue_gpus(spec.gpu, memory), spec.cpu_millis, spec.memory_bytes)
+        share = queue_gpus(spec.gpu, memory, on_node=node >= 0)
+        return (share, spec.cpu_millis, spec.memory_bytes)
 
     def pending_queue_vector(self, spec: TaskSpec) -> Vector:
         """What a pending task asks of its queue (gpu-memory converted with the smallest device)."""
