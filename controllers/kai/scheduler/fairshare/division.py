@@ -144,7 +144,7 @@ def _over_quota_rounds(
             if ordered[i].weight <= 0:
                 continue
             wanted = requestable[i] - fair[i]
-            share = offer * share_weights[i] / weight_sum
+            share = offer * (share_weights[i] / weight_sum)  # KAI's operation order
             if wanted <= share + EPS:
                 give = wanted
                 leftovers.pop(i, None)
