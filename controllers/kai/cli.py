@@ -72,6 +72,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         return int(module.run(parsed))
     except KeyboardInterrupt:
         return 130
+    except BrokenPipeError:
+        # The reader went away (`kai validate | head`): not an error of ours. Point stdout at
+        # devnull so the interpreter's final flush does not complain again.
+        import os
+
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
 
 
 if __name__ == "__main__":
