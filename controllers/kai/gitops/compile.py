@@ -20,13 +20,13 @@ validated without errors.
 
 from __future__ import annotations
 
-import io
 from fractions import Fraction
 from typing import Any
 
 from kai.api.quantity import format_number, to_megabytes_ceil, to_millicores_ceil
 from kai.gitops.loader import Document
 from kai.gitops.queue_records import QUEUE_TREE, RAW_QUEUE, tree_amount
+from kai.gitops.yaml_out import dump_yaml
 
 __all__ = [
     "CONFIGMAP_NAME",
@@ -336,32 +336,8 @@ def object_file_name(obj: dict[str, Any]) -> str:
     return f"{str(obj['kind']).lower()}-{obj['metadata']['name']}.yaml"
 
 
-def _yaml() -> Any:
-    from ruamel.yaml import YAML
-
-    yaml = YAML(typ="rt", pure=True)
-    yaml.default_flow_style = False
-    yaml.width = 4096
-    yaml.indent(mapping=2, sequence=2, offset=0)
-    return yaml
-
-
-def _prepare(value: Any) -> Any:
-    from ruamel.yaml.scalarstring import LiteralScalarString
-
-    if isinstance(value, dict):
-        return {k: _prepare(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_prepare(v) for v in value]
-    if isinstance(value, str) and "\n" in value:
-        return LiteralScalarString(value)
-    return value
-
-
-def _dump(value: Any) -> str:
-    stream = io.StringIO()
-    _yaml().dump(_prepare(value), stream)
-    return stream.getvalue()
+def _dump(value: dict[str, Any]) -> str:
+    return dump_yaml(value)
 
 
 def dump_objects(objects: list[dict[str, Any]]) -> str:

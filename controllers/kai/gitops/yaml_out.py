@@ -1,0 +1,97 @@
+"""A small deterministic YAML writer for the objects ``kai render`` emits.
+
+The compiled objects are plain data (mappings, lists, strings, numbers, booleans, null), so a
+writer of forty lines does the job faster than a general emitter and keeps the byte layout under
+our control: block style, keys in insertion order, two-space indentation, list items at their
+key's indentation, multi-line strings as literal blocks. A string is written plain only when
+every YAML 1.1 and 1.2 reader reads it back as the same string; otherwise it is double-quoted
+(JSON string syntax, which YAML accepts).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+__all__ = ["dump_yaml"]
+
+_PLAIN = re.compile(r"^[A-Za-z0-9_/(][A-Za-z0-9_./,()@+=-]*( [A-Za-z0-9_./,()@+=-]+)*$")
+_NUMBER_LIKE = re.compile(
+    r"^[-+]?(\.[0-9_]+|[0-9][0-9_]*(\.[0-9_]*)?)([eE][-+]?[0-9]+)?$"
+    r"|^0[xXoObB]"
+    r"|^[0-9]{4}-[0-9]{1,2}-[0-9]{1,2}"
+    r"|^[-+]?\.(inf|Inf|INF|nan|NaN|NAN)$"
+)
+_RESERVED = {"true", "false", "yes", "no", "on", "off", "null", "y", "n", "~", ""}
+
+
+def _scalar(value: Any) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int):
+        return str(value)
+    if isinstance(value, float):
+        text = repr(value)  # YAML 1.1 wants a dot in a float: 1e-05 -> 1.0e-05
+        return text.replace("e", ".0e", 1) if "e" in text and "." not in text else text
+    text = str(value)
+    if _PLAIN.match(text) and not _NUMBER_LIKE.match(text) and text.lower() not in _RESERVED:
+        return text
+    return json.dumps(text, ensure_ascii=False)
+
+
+def _literal(text: str, indent: str) -> str | None:
+    """A literal block (``|``) for a multi-line string, or None when one cannot hold it."""
+    if text.startswith((" ", "\n")) or "\r" in text or "\t" in text:
+        return None
+    body = text[:-1] if text.endswith("\n") else text
+    if body.endswith("\n"):
+        return None
+    header = "|" if text.endswith("\n") else "|-"
+    lines = [f"{indent}{line}" if line else "" for line in body.split("\n")]
+    return header + "\n" + "\n".join(lines) + "\n"
+
+
+def _mapping(value: dict[Any, Any], indent: str, out: list[str]) -> None:
+    for key, item in value.items():
+        prefix = f"{indent}{_scalar(key)}:"
+        _entry(prefix, item, indent, out)
+
+
+def _entry(prefix: str, item: Any, indent: str, out: list[str]) -> None:
+    if isinstance(item, dict) and item:
+        out.append(prefix + "\n")
+        _mapping(item, indent + "  ", out)
+    elif isinstance(item, list) and item:
+        out.append(prefix + "\n")
+        _sequence(item, indent, out)
+    elif isinstance(item, dict):
+        out.append(prefix + " {}\n")
+    elif isinstance(item, list):
+        out.append(prefix + " []\n")
+    elif isinstance(item, str) and "\n" in item and (block := _literal(item, indent + "  ")):
+        out.append(f"{prefix} {block}")
+    else:
+        out.append(f"{prefix} {_scalar(item)}\n")
+
+
+def _sequence(value: list[Any], indent: str, out: list[str]) -> None:
+    for item in value:
+        if isinstance(item, dict) and item:
+            first = len(out)
+            _mapping(item, indent + "  ", out)
+            out[first] = indent + "- " + out[first][len(indent) + 2 :]
+        elif isinstance(item, list) and item:
+            out.append(indent + "-\n")
+            _sequence(item, indent + "  ", out)
+        else:
+            _entry(indent + "-", item, indent, out)
+
+
+def dump_yaml(value: dict[str, Any]) -> str:
+    """One YAML document (without a ``---`` line) for a mapping."""
+    out: list[str] = []
+    _mapping(value, "", out)
+    return "".join(out)
