@@ -228,7 +228,7 @@ def place_tasks(
     placer = _Placer(session, job, tasks, statement)
     checkpoint = statement.checkpoint()
     try:
-        placer.place(job.root, np.ones(placer.size, dtype=bool), [])
+        placer.place(job.root, session.nodes.schedulable.copy(), [])
     except _Failure as failure:
         statement.rollback(checkpoint)
         return failure.reason
