@@ -183,7 +183,7 @@ CASES: list[tuple[str, str, str, list[str]]] = [
         "topologies:\n- name: topo\n  levels: [zone, rack]\n",
         "topologies:\n- name: topo\n  levels: [zone, rack]\n- name: topo\n  levels: [zone]\n",
         [
-            "F:18:9: topologies[1].name: topology 'topo' is defined twice (first at index 0)",
+            "F:18:9: topologies[1].name: topology 'topo' is defined twice (first at topologies[0])",
             "F:61:45: jobs[0].topology.requiredLevel: 'rack' is not a level of topology 'topo' (levels: zone)",
         ],
     ),
@@ -192,7 +192,7 @@ CASES: list[tuple[str, str, str, list[str]]] = [
         "- name: node1",
         "- name: node0",
         [
-            "F:26:9: nodes[1].name: node 'node0' is defined twice (first at index 0)",
+            "F:26:9: nodes[1].name: node 'node0' is defined twice (first at nodes[0])",
             "F:85:40: expected.tasks.job1-0.kaiNode: node 'node1' does not exist",
         ],
     ),
@@ -283,7 +283,7 @@ CASES: list[tuple[str, str, str, list[str]]] = [
         "- name: leaf\n",
         "- name: root\n",
         [
-            "F:45:9: queues[1].name: queue 'root' is defined twice (first at index 0)",
+            "F:45:9: queues[1].name: queue 'root' is defined twice (first at queues[0])",
             "F:46:11: queues[1].parent: a queue cannot be its own parent",
             "F:54:10: jobs[0].queue: queue 'leaf' does not exist",
             "F:70:10: jobs[1].queue: queue 'leaf' does not exist",

@@ -6,7 +6,7 @@ Part of the core layer: plain data in and out, no Kubernetes.
 
 from __future__ import annotations
 
-from kai.scheduler.scenario.check import Mismatch, checked_states, compare
+from kai.scheduler.scenario.comparison import Mismatch, checked_states, compare
 from kai.scheduler.scenario.convert import NOW, TaskState, initial_state, to_snapshot
 from kai.scheduler.scenario.figures import Figures, node_figures
 from kai.scheduler.scenario.model import Scenario

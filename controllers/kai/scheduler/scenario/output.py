@@ -9,7 +9,7 @@ from typing import Any
 import orjson
 
 from kai.scheduler.scenario import model
-from kai.scheduler.scenario.check import Mismatch, checked_states, compare
+from kai.scheduler.scenario.comparison import Mismatch, checked_states, compare
 from kai.scheduler.scenario.convert import TaskState
 from kai.scheduler.scenario.figures import Figures, node_figures
 from kai.scheduler.scenario.rounds import Round
