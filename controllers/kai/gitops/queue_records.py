@@ -10,6 +10,7 @@ not hide the rest of the tree from the hierarchy rules.
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
 from fractions import Fraction
 from typing import Any
 
@@ -17,7 +18,13 @@ from kai.api.quantity import QuantityError, parse_quantity
 from kai.gitops.loader import Document, FieldPath
 from kai.gitops.quota_rules import RESOURCES, Amount, Origin, QueueRecord
 
-__all__ = ["QUEUE_TREE", "RAW_QUEUE", "records_from_documents", "tree_amount"]
+__all__ = [
+    "QUEUE_TREE",
+    "RAW_QUEUE",
+    "records_from_documents",
+    "records_from_objects",
+    "tree_amount",
+]
 
 QUEUE_TREE = ("gitops.kai.scheduler/v1alpha1", "QueueTree")
 RAW_QUEUE = ("scheduling.run.ai/v2", "Queue")
@@ -262,3 +269,12 @@ def records_from_documents(documents: list[Document]) -> list[QueueRecord]:
             if record is not None:
                 records.append(record)
     return records
+
+
+def records_from_objects(objects: Iterable[tuple[str, dict[str, Any]]]) -> list[QueueRecord]:
+    """Records for callers that hold objects rather than YAML text (the admission webhook).
+
+    Each entry is ``(label, object)``; the label stands in for the file name in problems, and
+    every position is line 1, column 1 (the field path still says which value is wrong).
+    """
+    return records_from_documents([Document(label, 0, obj) for label, obj in objects])

@@ -474,3 +474,23 @@ def test_format_amount() -> None:
     assert format_amount("memory", Fraction(5 * 10**8)) == "500M"
     assert format_amount("gpu", Fraction(3, 10)) == "0.3"
     assert format_amount("gpu", Fraction(-1)) == "-1"
+
+
+def test_records_from_objects_for_callers_without_yaml() -> None:
+    from kai.gitops.queue_records import records_from_objects
+
+    parent = {
+        "apiVersion": "scheduling.run.ai/v2",
+        "kind": "Queue",
+        "metadata": {"name": "p"},
+        "spec": {"resources": {"gpu": {"quota": 1, "limit": -1, "overQuotaWeight": 1}}},
+    }
+    child = {
+        "apiVersion": "gitops.kai.scheduler/v1alpha1",
+        "kind": "QueueTree",
+        "metadata": {"name": "t"},
+        "spec": {"parent": "p", "queues": [{"name": "c", "quota": {"gpu": 2}}]},
+    }
+    problems = check_queues(records_from_objects([("<cluster>", parent), ("<request>", child)]))
+    rules = sorted((p.rule, p.file, p.path) for p in problems)
+    assert ("children-quota-sum", "<cluster>", "resources.gpu.quota") in rules
