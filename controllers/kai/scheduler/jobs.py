@@ -27,6 +27,16 @@ DEFAULT_PODSET = "default"
 ACTIVE = PLACED_STATUSES - {TaskStatus.RELEASING}
 #: alive minus gated: may still run (KAI "ready for scheduling" counts these)
 ALIVE_UNGATED = ACTIVE | {TaskStatus.PENDING}
+#: per status: does it count as (active, truly allocated, pending, alive)
+_COUNTS: dict[TaskStatus, tuple[int, int, int, int]] = {
+    status: (
+        int(status in ACTIVE),
+        int(status in ALLOCATED_STATUSES),
+        int(status is TaskStatus.PENDING),
+        int(status in ALIVE_UNGATED),
+    )
+    for status in TaskStatus
+}
 
 
 @dataclass(eq=False)
@@ -73,14 +83,11 @@ class PodSet:
     alive: int = 0  # ALIVE_UNGATED
 
     def count(self, status: TaskStatus, sign: int) -> None:
-        if status in ACTIVE:
-            self.active += sign
-        if status in ALLOCATED_STATUSES:
-            self.allocated += sign
-        if status is TaskStatus.PENDING:
-            self.pending += sign
-        if status in ALIVE_UNGATED:
-            self.alive += sign
+        active, allocated, pending, alive = _COUNTS[status]
+        self.active += sign * active
+        self.allocated += sign * allocated
+        self.pending += sign * pending
+        self.alive += sign * alive
 
     @property
     def threshold(self) -> int:

@@ -86,7 +86,9 @@ class Session:
                     Reason(QUEUE_DOES_NOT_EXIST, problem, {"queue": spec.queue})
                 ]
             lost: list[str] = []
-            for task_spec in sorted(spec.tasks, key=task_order_key):
+            for order_key, task_spec in sorted(
+                ((task_order_key(t), t) for t in spec.tasks), key=lambda pair: pair[0]
+            ):
                 if task_spec.uid in self.tasks:
                     raise SnapshotError(f"task {task_spec.uid!r} appears twice in the snapshot")
                 leaf = task_spec.subgroup or "default"
@@ -100,7 +102,7 @@ class Session:
                     podset=podset,
                     request=self.layout.task_vector(task_spec),
                     status=task_spec.status,
-                    order_key=task_order_key(task_spec),
+                    order_key=order_key,
                 )
                 podset.tasks.append(task)
                 job.tasks.append(task)

@@ -41,15 +41,22 @@ def allocate(session: Session) -> None:
     requests: dict[str, Vector] = {}
 
     def key(job: JobInfo) -> tuple[object, ...]:
-        requests[job.uid] = _request(session, tasks_to_allocate(job))
+        requests.pop(job.uid, None)  # the job changed: its next request is computed again
         return job_order_key(job)
+
+    def request(job: JobInfo) -> Vector:
+        # only needed for a leaf's best job, so computed lazily
+        found = requests.get(job.uid)
+        if found is None:
+            found = requests[job.uid] = _request(session, tasks_to_allocate(job))
+        return found
 
     order = JobsOrderByQueues(
         session.queue_tree.roots,
         candidates,
         session.proportion.order_key,
         key,
-        lambda job: requests[job.uid],
+        request,
         session.config.queue_depth_per_action.get(ACTION),
     )
     while (popped := order.pop()) is not None:
