@@ -162,3 +162,34 @@ def test_required_level_never_spans_two_domains(snap) -> None:  # type: ignore[n
         for key, domains in groups.items():
             assert None not in domains, f"{spec.name} {key}: a node outside the topology"
             assert len(domains) == 1, f"{spec.name} {key} spans {sorted(map(str, domains))}"
+
+
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(topology_cluster())
+def test_failed_topology_placement_leaves_no_trace(snap) -> None:  # type: ignore[no-untyped-def]
+    import numpy as np
+
+    from kai.scheduler.gang import tasks_to_allocate
+    from kai.scheduler.session import Session
+    from kai.scheduler.statement import Statement
+    from kai.scheduler.topology_placement import place_tasks
+
+    session = Session(snap)
+    for job_info in session.jobs:
+        tasks = tasks_to_allocate(job_info)
+        if not tasks:
+            continue
+        idle = session.nodes.idle.copy()
+        releasing = session.nodes.releasing.copy()
+        devices = [dict(d) for d in session.nodes.devices]
+        placements = {t.uid: (t.status, t.node, t.gpu_groups) for t in job_info.tasks}
+        statement = Statement(session, "allocate")
+        reason = place_tasks(session, job_info, tasks, statement)
+        if reason is None:
+            statement.commit()
+            continue
+        assert statement.operations == []
+        assert np.allclose(session.nodes.idle, idle)
+        assert np.allclose(session.nodes.releasing, releasing)
+        assert [set(d) for d in session.nodes.devices] == [set(d) for d in devices]
+        assert {t.uid: (t.status, t.node, t.gpu_groups) for t in job_info.tasks} == placements
