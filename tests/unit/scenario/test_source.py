@@ -124,3 +124,18 @@ def test_yaml_flow_document_that_is_not_json(tmp_path: Path) -> None:
     data = yaml.safe_load(BASE)
     path.write_text(yaml.safe_dump(data, default_flow_style=True, width=100000))
     assert load_scenario(str(path)).id == "unit/base"
+
+
+def test_equal_looking_requests_are_each_checked(tmp_path: Path) -> None:
+    """A valid request seen before must not make ``true`` pass for ``1`` (or 1.0 for 1)."""
+    data = yaml.safe_load(BASE)
+    tasks = data["jobs"][0]["tasks"]
+    tasks.append({**tasks[1], "name": "job0-2", "request": {**tasks[1]["request"], "gpus": True}})
+    tasks.append({**tasks[1], "name": "job0-3", "request": {**tasks[1]["request"], "gpus": 1.0}})
+    path = tmp_path / "s.json"
+    path.write_text(json.dumps(data))
+    lines = [line.split(": ", 1)[1] for line in _errors(path)]
+    assert lines == [
+        "jobs[0].tasks[2].request.gpus: must be an integer >= 0, got true",
+        "jobs[0].tasks[3].request.gpus: must be an integer >= 0, got 1.0",
+    ]

@@ -12,6 +12,8 @@ from dataclasses import dataclass
 from kai.scheduler import snapshot as core
 from kai.scheduler.scenario import model
 
+_STATUSES = {status.value: status for status in core.TaskStatus}
+
 #: the session's clock, in seconds (any fixed value works; this one reads well in a debugger)
 NOW = 1_000_000_000.0
 
@@ -37,11 +39,12 @@ def to_snapshot(
 ) -> core.Snapshot:
     """The core's input for one session; ``state`` overrides the tasks' status/node/gpuGroups."""
     states = state if state is not None else initial_state(scenario)
+    gpu_requests: dict[model.Request, core.GpuRequest] = {}  # one GpuRequest per distinct request
     return core.Snapshot(
         now=NOW,
         nodes=[_node(node) for node in scenario.nodes],
         queues=[_queue(queue) for queue in scenario.queues],
-        jobs=[_job(job, states) for job in scenario.jobs],
+        jobs=[_job(job, states, gpu_requests) for job in scenario.jobs],
         topologies=[
             core.TopologySpec(name=t.name, levels=list(t.levels)) for t in scenario.topologies
         ],
@@ -117,7 +120,9 @@ def _topology(ref: model.TopologyRef | None) -> core.TopologyConstraint | None:
     )
 
 
-def _job(job: model.Job, states: Mapping[str, TaskState]) -> core.JobSpec:
+def _job(
+    job: model.Job, states: Mapping[str, TaskState], gpu: dict[model.Request, core.GpuRequest]
+) -> core.JobSpec:
     created_at = NOW - 60.0 * job.created_minutes_ago
     return core.JobSpec(
         uid=job.name,
@@ -126,7 +131,7 @@ def _job(job: model.Job, states: Mapping[str, TaskState]) -> core.JobSpec:
         priority=job.priority,
         preemptible=job.preemptible,
         created_at=created_at,
-        tasks=[_task(task, states[task.name], created_at, job.namespace) for task in job.tasks],
+        tasks=[_task(t, states[t.name], created_at, job.namespace, gpu) for t in job.tasks],
         namespace=job.namespace,
         min_available=job.min_available,
         subgroups=[
@@ -158,7 +163,13 @@ def _affinity(term: model.AffinityTerm | None) -> tuple[core.PodAffinityTerm, ..
     return (core.PodAffinityTerm(topology_key=term.topology_key, match_labels=term.match_labels),)
 
 
-def _task(task: model.Task, state: TaskState, created_at: float, namespace: str) -> core.TaskSpec:
+def _task(
+    task: model.Task,
+    state: TaskState,
+    created_at: float,
+    namespace: str,
+    gpu: dict[model.Request, core.GpuRequest],
+) -> core.TaskSpec:
     node_affinity: tuple[core.NodeSelectorTerm, ...] = ()
     if task.node_affinity is not None:
         requirement = core.Requirement(
@@ -169,10 +180,12 @@ def _task(task: model.Task, state: TaskState, created_at: float, namespace: str)
         uid=task.name,
         name=task.name,
         job=task.job,
-        status=core.TaskStatus(state.status),
+        status=_STATUSES[state.status],
         cpu_millis=task.request.cpu_millis,
         memory_bytes=task.request.memory_bytes,
-        gpu=_gpu_request(task.request),
+        gpu=gpu[task.request]
+        if task.request in gpu
+        else gpu.setdefault(task.request, _gpu_request(task.request)),
         node=state.node,
         gpu_groups=state.gpu_groups,
         subgroup=task.subgroup,

@@ -37,6 +37,10 @@ class Context:
     queues_known: bool
     task_names: set[str] = field(default_factory=set)
     tasks_known: bool = True
+    #: requests already found valid, by content (generated files repeat a few requests many times)
+    valid_requests: dict[tuple[tuple[str, type, Any], ...], model.Request] = field(
+        default_factory=dict
+    )
 
 
 @dataclass
@@ -91,7 +95,7 @@ def check_task(
         else:
             c.fail_missing(path, "node", f"required for a task with status {status}")
         good = False
-    request = _check_request(c, spec["request"], (*path, "request")) if "request" in spec else None
+    request = _request(c, spec["request"], (*path, "request"), ctx) if "request" in spec else None
     gpu_groups = _check_gpu_groups(c, spec, path, status, node, request)
     subgroup = _check_task_subgroup(c, spec, path, info, job)
     priority = c.integer(spec["priority"], (*path, "priority")) if "priority" in spec else None
@@ -131,6 +135,24 @@ def check_task(
         pod_affinity=terms["podAffinity"],
         pod_anti_affinity=terms["podAntiAffinity"],
     )
+
+
+def _request(c: Checker, value: Any, path: Path, ctx: Context) -> model.Request | None:
+    """``_check_request`` with a memo of valid contents (validity depends on the content only;
+    the value types are part of the key so that ``true`` never passes for ``1``)."""
+    key = None
+    if isinstance(value, dict):
+        key = tuple((k, type(v), v) for k, v in value.items())
+        try:
+            hash(key)
+        except TypeError:  # a nested mapping (mig): no memo
+            key = None
+    if key is not None and key in ctx.valid_requests:
+        return ctx.valid_requests[key]
+    request = _check_request(c, value, path)
+    if request is not None and key is not None:
+        ctx.valid_requests[key] = request
+    return request
 
 
 def _check_request(c: Checker, value: Any, path: Path) -> model.Request | None:
