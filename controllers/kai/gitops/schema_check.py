@@ -428,4 +428,42 @@ def check_documents(documents: list[Document]) -> tuple[list[Document], list[Pro
             continue
         known.append(doc)
         problems.extend(_schema_problems(doc))
+    problems.extend(_same_object_twice(known))
     return known, problems
+
+
+# Kinds whose duplicates a more specific rule reports (``name`` for Queues, ``topology`` for
+# Topologies, which share one namespace with TopologyPolicies).
+_DUPLICATES_ELSEWHERE = {"Queue", "Topology", "TopologyPolicy"}
+
+
+def _same_object_twice(documents: list[Document]) -> list[Problem]:
+    """Two documents for the same object: when applied, the second silently replaces the first."""
+    problems: list[Problem] = []
+    first: dict[tuple[str, str, str, str], Document] = {}
+    for doc in sorted(documents, key=lambda d: d.value_at(())):
+        if doc.kind in _DUPLICATES_ELSEWHERE:
+            continue
+        meta = doc.data.get("metadata")
+        namespace = meta.get("namespace") if isinstance(meta, dict) else None
+        key = (
+            _group(doc.api_version or ""),
+            doc.kind or "",
+            namespace if isinstance(namespace, str) else "",
+            doc.name or "",
+        )
+        if key not in first:
+            first[key] = doc
+            continue
+        earlier = first[key].value_at(("metadata", "name"))
+        problems.append(
+            Problem.at(
+                doc.value_at(("metadata", "name")),
+                "document",
+                f"{doc.object_name} is already defined at {earlier.file}:{earlier.line}; "
+                "two documents for one object replace each other when applied",
+                object=doc.object_name,
+                path="metadata.name",
+            )
+        )
+    return problems

@@ -254,3 +254,21 @@ def test_non_finite_numbers_are_schema_errors(check) -> None:
     )
     assert [(p.line, p.column, p.rule) for p in problems] == [(8, 18, "schema"), (9, 15, "schema")]
     assert "finite" in problems[0].message
+
+
+def test_the_same_object_twice_is_a_document_error(check) -> None:
+    text = (
+        doc("QueueTree", "  queues:\n  - name: a\n", name="t")
+        + "---\n"
+        + doc("QueueTree", "  queues:\n  - name: b\n", name="t")
+        + "---\n"
+        + doc("SharingPolicy", "  nodePool: x\n", name="t")
+    )
+    [problem] = check(text)
+    assert (problem.rule, problem.line, problem.column, problem.path) == (
+        "document",
+        12,
+        9,
+        "metadata.name",
+    )
+    assert "already defined at t.yaml:4" in problem.message
