@@ -57,12 +57,9 @@ Determinism: wherever KAI iterates a Go map, this package uses ``(creation_rank,
 order, so results never depend on input list order.
 """
 
+from kai.scheduler.fairshare.capacity import NON_PREEMPTIBLE_OVER_QUOTA, OVER_LIMIT
 from kai.scheduler.fairshare.division import ShareInput, divide, divide_level, divide_tree
-from kai.scheduler.fairshare.proportion import (
-    NON_PREEMPTIBLE_OVER_QUOTA,
-    OVER_LIMIT,
-    Proportion,
-)
+from kai.scheduler.fairshare.proportion import Proportion
 from kai.scheduler.fairshare.queue_order import QueueOrderKey
 from kai.scheduler.fairshare.reclaim import (
     ReclaimVerdict,

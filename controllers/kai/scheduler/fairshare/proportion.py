@@ -1,6 +1,7 @@
 """Per-session queue state of the proportion plugin: fair shares, live accounting, capacity
-policy and queue order (KAI-FACTS §4.3-4.5, §4.7, §3.8). Reclaim rules are in ``reclaim.py``
-and exposed here as methods.
+policy and queue order (KAI-FACTS §4.3-4.5, §4.7, §3.8). The rules themselves live in
+``capacity.py``, ``queue_order.py`` and ``reclaim.py``; this class holds the state and exposes them
+as methods.
 
 Built once per session from the snapshot; fair shares are computed in the constructor and never
 change during the session (KAI recomputes them only at the next session). ``allocated`` and
@@ -12,20 +13,23 @@ ancestor in O(depth). ``requested`` is fixed for the session, as in KAI.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING
 
+from kai.scheduler.fairshare.capacity import (
+    NON_PREEMPTIBLE_OVER_QUOTA,
+    OVER_LIMIT,
+    non_preemptible_over_quota,
+    over_limit,
+)
 from kai.scheduler.fairshare.division import divide_tree, queue_resource
 from kai.scheduler.fairshare.queue_order import QueueOrderKey
+from kai.scheduler.fairshare.reclaim import ReclaimVerdict, VictimLike, judge_reclaim
 from kai.scheduler.fairshare.resources import (
-    CHECK_ORDER,
     EPS,
     RESOURCE_INDEXES,
     ZERO,
     ResourcesLike,
     Vector,
-    describe,
     leq_unlimited,
-    resource_name,
     to_mapping,
     to_vector,
 )
@@ -33,14 +37,10 @@ from kai.scheduler.fairshare.tree import QueueTree
 from kai.scheduler.result import QueueShare, Reason
 from kai.scheduler.snapshot import MANAGED_RESOURCES, UNLIMITED, QueueSpec
 
-if TYPE_CHECKING:
-    from kai.scheduler.fairshare.reclaim import ReclaimVerdict, VictimLike
-
 #: KAI's penalty factor for allocations in a resource whose allocatable share is 0
 NO_SHARE_DRF_MULTIPLIER = 1000.0
 
-OVER_LIMIT = "OverLimit"
-NON_PREEMPTIBLE_OVER_QUOTA = "NonPreemptibleOverQuota"
+__all__ = ["NON_PREEMPTIBLE_OVER_QUOTA", "OVER_LIMIT", "Proportion"]
 
 
 class Proportion:
@@ -221,8 +221,8 @@ class Proportion:
             return None
         r = to_vector(request)
         i = self.tree.lookup(queue)
-        return self._over_limit(i, r) or (
-            None if preemptible else self._non_preemptible_over_quota(i, r)
+        return over_limit(self, i, r) or (
+            None if preemptible else non_preemptible_over_quota(self, i, r)
         )
 
     def check_non_preemptible_quota(
@@ -231,60 +231,7 @@ class Proportion:
         """Only the non-preemptible quota rule (what preempt checks before searching)."""
         if not self.enabled or preemptible:
             return None
-        return self._non_preemptible_over_quota(self.tree.lookup(queue), to_vector(request))
-
-    def _over_limit(self, leaf: int, r: Vector) -> Reason | None:
-        alloc = self._alloc
-        for q in self.tree.ancestors[leaf]:
-            lim = self._limit[q]
-            for k in CHECK_ORDER:
-                if lim[k] == UNLIMITED or r[k] == 0:
-                    continue
-                have = alloc[3 * q + k]
-                if lim[k] < have + r[k] - EPS:
-                    name = self.tree.names[q]
-                    return Reason(
-                        code=OVER_LIMIT,
-                        message=(
-                            f"queue '{name}' would exceed its {resource_name(k)} limit: limit "
-                            f"{describe(k, lim[k])}, allocated {describe(k, have)}, the job "
-                            f"requests {describe(k, r[k])}"
-                        ),
-                        details=self._details(q, k, r, limit=lim[k], allocated=have),
-                    )
-        return None
-
-    def _non_preemptible_over_quota(self, leaf: int, r: Vector) -> Reason | None:
-        alloc_np = self._alloc_np
-        for q in self.tree.ancestors[leaf]:
-            des = self._deserved[q]
-            for k in CHECK_ORDER:
-                if des[k] == UNLIMITED or r[k] == 0:
-                    continue
-                have = alloc_np[3 * q + k]
-                if des[k] < have + r[k] - EPS:
-                    name = self.tree.names[q]
-                    return Reason(
-                        code=NON_PREEMPTIBLE_OVER_QUOTA,
-                        message=(
-                            f"non-preemptible job would take queue '{name}' over its "
-                            f"{resource_name(k)} quota: quota {describe(k, des[k])}, allocated "
-                            f"to non-preemptible jobs {describe(k, have)}, the job requests "
-                            f"{describe(k, r[k])}"
-                        ),
-                        details=self._details(
-                            q, k, r, quota=des[k], allocated_non_preemptible=have
-                        ),
-                    )
-        return None
-
-    def _details(self, q: int, k: int, r: Vector, **figures: float) -> dict[str, object]:
-        return {
-            "queue": self.tree.names[q],
-            "resource": resource_name(k),
-            **figures,
-            "requested": r[k],
-        }
+        return non_preemptible_over_quota(self, self.tree.lookup(queue), to_vector(request))
 
     # ------------------------------------------------------------------ queue order
     def compare_queues(
@@ -390,8 +337,6 @@ class Proportion:
         reclaimer_preemptible: bool = True,
     ) -> ReclaimVerdict:
         """Like ``reclaim_is_fair`` with the reason as a message."""
-        from kai.scheduler.fairshare.reclaim import judge_reclaim
-
         return judge_reclaim(
             self, reclaimer_queue, reclaimer_request, victims, reclaimer_preemptible
         )
