@@ -69,6 +69,9 @@ def execute(
         scenario = load_scenario(path, require_expected=check)
     except ScenarioError as exc:
         return Outcome(2, "", "".join(line + "\n" for line in exc.lines))
+    except Exception:
+        details = traceback.format_exc()
+        return Outcome(3, "", f"kai simulate: internal error reading {path}\n{details}")
     try:
         if session is None:
             from kai.scheduler.session import run_session
