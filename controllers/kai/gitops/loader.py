@@ -243,7 +243,7 @@ def _parse(result: LoadResult, name: str, text: str, fail: Any) -> None:
     from ruamel.yaml.error import MarkedYAMLError, YAMLError
     from ruamel.yaml.reader import ReaderError
 
-    yaml = YAML(typ="rt")
+    yaml = YAML(typ="safe", pure=True)  # the compose API; no comment gathering (faster)
     count = 0
     try:
         for index, node in enumerate(yaml.compose_all(io.StringIO(text))):
