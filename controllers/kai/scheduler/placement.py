@@ -82,6 +82,30 @@ class EqClass:
         for _, mask in self.gpu_type:
             static = static & mask
         self.static: BoolArray = static
+        # Why a node cannot take the task: an index into ``reason_names`` (0 = it can), the
+        # first failing filter in predicate order. Static filters are coded once here, resource
+        # filters per row in _recompute, so an explanation is one bincount.
+        self.reason_names: list[str] = [""]
+        static_code = np.zeros(size, dtype=np.int16)
+        static_checks = [
+            (predicates.NOT_READY, nodes.ready),
+            (predicates.UNSCHEDULABLE, nodes.schedulable),
+            (predicates.TAINT, self.taint),
+            (predicates.NODE_AFFINITY, self.affinity),
+            *self.gpu_type,
+        ]
+        for name, ok in static_checks:
+            static_code = np.where((static_code == 0) & ~ok, self._code(name), static_code)
+        self.static_code = static_code
+        layout = nodes.layout
+        self.resource_codes = [
+            (int(col), self._code(f"insufficient {layout.names[col]}"))
+            for col in self.columns
+            if col != PODS
+        ]
+        self.pods_code = self._code(predicates.TOO_MANY_PODS)
+        self.shared_code = self._code(predicates.INSUFFICIENT_SHARED)
+        self.reason_code = static_code.copy()
         self.has_pod_affinity = bool(spec.pod_affinity or spec.pod_anti_affinity)
         if self.shared and spec.gpu.memory_mib is not None:
             self.memory: FloatArray = np.full(size, float(spec.gpu.memory_mib))
@@ -105,8 +129,6 @@ class EqClass:
         self.fits_now: BoolArray = np.zeros(size, dtype=bool)
         self.key: FloatArray = np.full(size, NEG_INF)
         self.synced = 0
-        self.explained_at = -1
-        self.explanation: dict[str, int] = {}
         self._recompute(np.arange(size))
         self.synced = len(nodes.touched)
 
@@ -151,6 +173,19 @@ class EqClass:
         self.fits_future[rows] = fut_ok
         self.fits_now[rows] = now_ok
         self.key[rows] = np.where(fut_ok & self.static[rows], bonus, NEG_INF)
+        code = self.static_code[rows]
+        code = np.where((code == 0) & (future[:, PODS] < 1 - EPS), self.pods_code, code)
+        for col, col_code in self.resource_codes:
+            short = future[:, col] < self.request[col] - EPS
+            code = np.where((code == 0) & short, col_code, code)
+        if self.shared:
+            code = np.where((code == 0) & ~fut_ok, self.shared_code, code)
+        self.reason_code[rows] = code
+
+    def _code(self, name: str) -> int:
+        if name not in self.reason_names:
+            self.reason_names.append(name)
+        return self.reason_names.index(name)
 
     def _shared_fit(
         self,
@@ -200,10 +235,14 @@ class EqClass:
         self, allowed: BoolArray | None, affinity: tuple[BoolArray, BoolArray] | None
     ) -> dict[str, int]:
         nodes = self.engine.session.nodes
-        stamp = len(nodes.touched)
-        if allowed is None and affinity is None and self.explained_at == stamp:
-            return self.explanation
         self.sync()
+        if allowed is None and affinity is None:
+            counts_by_code = np.bincount(self.reason_code, minlength=len(self.reason_names))
+            return {
+                self.reason_names[code]: int(n)
+                for code, n in enumerate(counts_by_code)
+                if code > 0 and n > 0
+            }
         remaining = np.ones(len(nodes), dtype=bool)
         counts: dict[str, int] = {}
 
@@ -234,9 +273,6 @@ class EqClass:
             charge(f"insufficient {layout.names[col]}", future[:, col] >= self.request[col] - EPS)
         if self.shared:
             charge(predicates.INSUFFICIENT_SHARED, self.fits_future)
-        if allowed is None and affinity is None:
-            self.explanation = counts
-            self.explained_at = stamp
         return counts
 
 

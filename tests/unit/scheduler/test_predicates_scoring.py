@@ -104,3 +104,28 @@ def test_pod_anti_affinity_is_symmetric() -> None:
     noisy = task("noisy", labels={"app": "noisy"})
     snap = cluster(nodes, [job("g", [guard], age=9), job("n", [noisy])])
     assert run_session(snap, ["allocate"]).tasks["noisy"].node == "n1"
+
+
+def test_incremental_failure_codes_match_a_full_recount() -> None:
+    from kai.scheduler.session import Session
+    from kai.scheduler.statement import Statement
+
+    nodes = [
+        node("a", gpus=2, cpu=3000),
+        node("b", gpus=1, max_pods=1),
+        node("c", gpus=4, ready=False),
+        node("d", gpus=4, taints=(Taint("x", "y", "NoSchedule"),)),
+        node("e", gpus=4, labels={"kai.scheduler/type": "other"}),
+    ]
+    jobs = [
+        job("r", [task("r0", gpus=1, status="Running", node_name="b")], age=9),
+        job("p", [task("p0", gpus=2, cpu=2000), task("p1", gpus=2, cpu=2000)]),
+        job("f", [task("f0", fraction=0.5, affinity={"kai.scheduler/type": ["a", "b", "c"]})]),
+    ]
+    session = Session(cluster(nodes, jobs))
+    stmt = Statement(session, "test")
+    stmt.allocate(session.tasks["p0"], session.nodes.index["a"])
+    everywhere = np.ones(len(session.nodes), dtype=bool)
+    for uid in ("p1", "f0"):
+        cls = session.engine.class_of(session.tasks[uid])
+        assert cls.explain(None, None) == cls.explain(everywhere, None)
