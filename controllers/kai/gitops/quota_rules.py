@@ -25,6 +25,8 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Literal
 
+from kai.gitops.amount_text import decimal_text as _decimal
+from kai.gitops.amount_text import format_amount
 from kai.gitops.problems import Problem, Severity, Source
 
 __all__ = [
@@ -99,59 +101,6 @@ class QueueRecord:
 
 # --------------------------------------------------------------------------------------------
 # Formatting
-
-
-def _decimal(value: Fraction) -> str:
-    """Exact decimal text when the value has one, else a short float."""
-    if value.denominator == 1:
-        return str(value.numerator)
-    den = value.denominator
-    for prime in (2, 5):
-        while den % prime == 0:
-            den //= prime
-    if den == 1:
-        text = f"{float(value):.12f}".rstrip("0").rstrip(".")
-        if Fraction(text) == value:
-            return text
-    return f"{float(value):.6g}"
-
-
-_BINARY_SUFFIXES = (
-    ("Ei", 2**60),
-    ("Pi", 2**50),
-    ("Ti", 2**40),
-    ("Gi", 2**30),
-    ("Mi", 2**20),
-    ("Ki", 2**10),
-)
-_DECIMAL_SUFFIXES = (
-    ("E", 10**18),
-    ("P", 10**15),
-    ("T", 10**12),
-    ("G", 10**9),
-    ("M", 10**6),
-    ("k", 10**3),
-)
-
-
-def format_amount(resource: str, value: Fraction) -> str:
-    """A value in Kubernetes notation: ``4``, ``500m``, ``64Gi``, ``-1``."""
-    if value == UNLIMITED:
-        return "-1"
-    if resource == "cpu":
-        if value.denominator == 1:
-            return str(value.numerator)
-        millis = value * 1000
-        return f"{_decimal(millis)}m"
-    if resource == "memory" and value > 0 and value.denominator == 1:
-        number = value.numerator
-        for suffix, unit in _BINARY_SUFFIXES:
-            if number >= unit and number % unit == 0:
-                return f"{number // unit}{suffix}"
-        for suffix, unit in _DECIMAL_SUFFIXES:
-            if number >= unit and number % unit == 0:
-                return f"{number // unit}{suffix}"
-    return _decimal(value)
 
 
 def _origin_note(amount: Amount) -> str:
