@@ -247,3 +247,34 @@ def test_stale_gang_detection_honours_min_subgroup() -> None:
 def test_stale_gang_without_min_subgroup_is_evicted() -> None:
     placed = statuses(run_session(_stale_snapshot(None), ["stalegangeviction"]))
     assert placed["j-a"] == ("Releasing", "node0")
+
+
+def test_preferred_level_gathers_tasks_in_the_subdomain_with_most_room() -> None:
+    nodes = [
+        node("node0", gpus=4, labels={ZONE: "z1", RACK: "r1"}),
+        node("node1", gpus=4, labels={ZONE: "z1", RACK: "r2"}),
+        node("node2", gpus=4, labels={ZONE: "z2", RACK: "r3"}),
+        node("node3", gpus=4, labels={ZONE: "z2", RACK: "r4"}),
+    ]
+    running = job("r", [task("r-0", gpus=2, status="Running", node_name="node2")])
+    j = job("j", [task(f"j-{i}", gpus=2) for i in range(3)])
+    j.topology = TopologyConstraint("t", ZONE, RACK)
+    placed = statuses(run_session(with_topology(cluster(nodes, [running, j]))))
+    # zone z2 is the fuller zone that fits 6 GPUs; inside it rack r4 (4 free) scores above r3,
+    # although plain binpack would pick node2 (the node with less room) first.
+    assert [placed[f"j-{i}"][1] for i in range(3)] == ["node3", "node3", "node2"]
+
+
+def test_subgroups_inherit_their_ancestors_preferred_tiers() -> None:
+    nodes = [
+        node("node0", gpus=2, labels={ZONE: "z1", RACK: "r1"}),
+        node("node1", gpus=8, labels={ZONE: "z1", RACK: "r2"}),
+    ]
+    subgroups = [SubGroupSpec("a", min_available=1), SubGroupSpec("b", min_available=1)]
+    tasks = [task("j-a", subgroup="a"), task("j-b", subgroup="b")]
+    j = job("j", tasks, subgroups=subgroups)
+    j.topology = TopologyConstraint("t", None, RACK)
+    placed = statuses(run_session(with_topology(cluster(nodes, [j], placement_gpu="spread"))))
+    # rack r1 is the fullest rack that fits both and is tried first; gpu spread alone would pick
+    # node1, but both leaves (without constraints of their own) stay in the chosen rack.
+    assert (placed["j-a"][1], placed["j-b"][1]) == ("node0", "node0")
