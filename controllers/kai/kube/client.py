@@ -1,0 +1,350 @@
+"""Raw REST access to a Kubernetes API through the official client.
+
+The generated model classes of the ``kubernetes`` package are far too slow to deserialise
+thousands of pods, so every component here talks JSON: :class:`Kube` serialises a request with
+the client's own ``ApiClient.param_serialize`` (auth, TLS, proxy settings from the kubeconfig all
+apply) and sends it with ``ApiClient.call_api``, then reads the body with orjson into plain dicts.
+
+Errors surface as :class:`ApiError` (an HTTP status with the server's Status body) or
+:class:`TransientError` (connection reset, timeout); :mod:`kai.kube.retry` decides what to retry.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import quote
+
+import orjson
+
+JSON = "application/json"
+MERGE_PATCH = "application/merge-patch+json"
+JSON_PATCH = "application/json-patch+json"
+
+
+class KubeError(Exception):
+    """Base class of cluster-access errors."""
+
+
+class ApiError(KubeError):
+    """The API server answered with a non-2xx status."""
+
+    def __init__(self, status: int, body: dict[str, Any] | None, what: str) -> None:
+        self.status = status
+        self.body = body or {}
+        self.reason = str(self.body.get("reason") or "")
+        message = str(self.body.get("message") or f"HTTP {status}")
+        super().__init__(f"{what}: {status} {self.reason}: {message}".replace(":  ", ": "))
+
+    @property
+    def message(self) -> str:
+        return str(self.body.get("message") or "")
+
+
+class TransientError(KubeError):
+    """The request did not get an answer (connection refused or reset, timeout)."""
+
+
+class ConfigError(KubeError):
+    """No usable kubeconfig or in-cluster configuration."""
+
+
+@dataclass(frozen=True)
+class Resource:
+    """A REST resource: ``group``/``version``/``plural`` and whether it lives in namespaces."""
+
+    group: str
+    version: str
+    plural: str
+    namespaced: bool
+    kind: str
+
+    @property
+    def api_version(self) -> str:
+        return f"{self.group}/{self.version}" if self.group else self.version
+
+    def path(self, namespace: str | None = None, name: str | None = None, sub: str = "") -> str:
+        base = f"/apis/{self.group}/{self.version}" if self.group else f"/api/{self.version}"
+        if self.namespaced and namespace:
+            base += f"/namespaces/{quote(namespace, safe='')}"
+        base += f"/{self.plural}"
+        if name is not None:
+            base += f"/{quote(name, safe='')}"
+            if sub:
+                base += f"/{sub}"
+        return base
+
+
+def load_api_client(kubeconfig: str | None = None) -> Any:
+    """An ``ApiClient`` from ``kubeconfig``; without one: in-cluster config, then $KUBECONFIG,
+    then ~/.kube/config. Raises :class:`ConfigError` with the reason when none works."""
+    from kubernetes import client, config
+    from kubernetes.config.config_exception import ConfigException
+
+    if kubeconfig:
+        if not os.path.exists(kubeconfig):
+            raise ConfigError(f"kubeconfig {kubeconfig}: no such file")
+        try:
+            return config.new_client_from_config(config_file=kubeconfig)
+        except (ConfigException, OSError, ValueError) as exc:
+            raise ConfigError(f"kubeconfig {kubeconfig}: {exc}") from exc
+    try:
+        cfg = client.Configuration()
+        config.load_incluster_config(client_configuration=cfg)
+        return client.ApiClient(cfg)
+    except ConfigException:
+        pass
+    path = os.environ.get("KUBECONFIG") or os.path.expanduser("~/.kube/config")
+    if not os.path.exists(path):
+        raise ConfigError(
+            "no cluster configuration: not running in a pod, and no kubeconfig "
+            f"(give --kubeconfig FILE or set $KUBECONFIG; {path} does not exist)"
+        )
+    try:
+        return config.new_client_from_config(config_file=path)
+    except (ConfigException, OSError, ValueError) as exc:
+        raise ConfigError(f"kubeconfig {path}: {exc}") from exc
+
+
+def _query(params: Mapping[str, Any] | None) -> list[tuple[str, Any]] | None:
+    if not params:
+        return None
+    out = []
+    for key, value in params.items():
+        if value is None:
+            continue
+        if isinstance(value, bool):
+            value = "true" if value else "false"
+        out.append((key, value))
+    return out
+
+
+class Kube:
+    """JSON requests over an ``ApiClient``; thread-safe (urllib3 pools connections)."""
+
+    def __init__(self, api_client: Any, request_timeout: float = 30.0) -> None:
+        self.api = api_client
+        self.request_timeout = request_timeout
+        # Many worker threads share one client: give the pool room for all of them.
+        pool = getattr(api_client.rest_client, "pool_manager", None)
+        if pool is not None and hasattr(pool, "connection_pool_kw"):
+            pool.connection_pool_kw["maxsize"] = max(
+                32, int(pool.connection_pool_kw.get("maxsize") or 0)
+            )
+
+    @classmethod
+    def from_kubeconfig(cls, kubeconfig: str | None = None) -> Kube:
+        return cls(load_api_client(kubeconfig))
+
+    def close(self) -> None:
+        self.api.close()
+
+    # -- plumbing --------------------------------------------------------------------------
+    def _send(
+        self,
+        method: str,
+        path: str,
+        *,
+        params: Mapping[str, Any] | None = None,
+        body: Any = None,
+        content_type: str = JSON,
+        timeout: float | tuple[float, float] | None = None,
+    ) -> Any:
+        import urllib3
+        from kubernetes.client.exceptions import ApiException
+
+        headers = {"Accept": JSON}
+        if body is not None:
+            headers["Content-Type"] = content_type
+        request = self.api.param_serialize(
+            method,
+            path,
+            query_params=_query(params),
+            header_params=headers,
+            body=body,
+            auth_settings=["BearerToken"],
+        )
+        try:
+            return self.api.call_api(
+                *request, _request_timeout=timeout if timeout is not None else self.request_timeout
+            )
+        except ApiException as exc:  # some transports raise for non-2xx themselves
+            raise ApiError(exc.status or 0, _decode(exc.body), f"{method} {path}") from exc
+        except (urllib3.exceptions.HTTPError, OSError) as exc:
+            raise TransientError(f"{method} {path}: {type(exc).__name__}: {exc}") from exc
+
+    def request(
+        self,
+        method: str,
+        path: str,
+        *,
+        params: Mapping[str, Any] | None = None,
+        body: Any = None,
+        content_type: str = JSON,
+    ) -> dict[str, Any]:
+        import urllib3
+
+        response = self._send(method, path, params=params, body=body, content_type=content_type)
+        try:
+            data = response.read()
+        except (urllib3.exceptions.HTTPError, OSError) as exc:
+            raise TransientError(f"{method} {path}: {type(exc).__name__}: {exc}") from exc
+        decoded = _decode(data)
+        if not 200 <= response.status <= 299:
+            raise ApiError(response.status, decoded, f"{method} {path}")
+        return decoded or {}
+
+    # -- verbs -----------------------------------------------------------------------------
+    def get(self, res: Resource, name: str, namespace: str | None = None) -> dict[str, Any]:
+        return self.request("GET", res.path(namespace, name))
+
+    def list(
+        self,
+        res: Resource,
+        namespace: str | None = None,
+        *,
+        label_selector: str | None = None,
+        field_selector: str | None = None,
+        limit: int | None = None,
+        continue_token: str | None = None,
+        resource_version: str | None = None,
+    ) -> dict[str, Any]:
+        return self.request(
+            "GET",
+            res.path(namespace),
+            params={
+                "labelSelector": label_selector,
+                "fieldSelector": field_selector,
+                "limit": limit,
+                "continue": continue_token,
+                "resourceVersion": resource_version,
+            },
+        )
+
+    def create(self, res: Resource, body: dict[str, Any], namespace: str | None = None) -> Any:
+        ns = namespace or (body.get("metadata") or {}).get("namespace")
+        return self.request("POST", res.path(ns), body=body)
+
+    def replace(self, res: Resource, body: dict[str, Any], sub: str = "") -> dict[str, Any]:
+        md = body["metadata"]
+        return self.request("PUT", res.path(md.get("namespace"), md["name"], sub), body=body)
+
+    def patch(
+        self,
+        res: Resource,
+        name: str,
+        patch: Any,
+        namespace: str | None = None,
+        *,
+        sub: str = "",
+        content_type: str = MERGE_PATCH,
+    ) -> dict[str, Any]:
+        return self.request(
+            "PATCH", res.path(namespace, name, sub), body=patch, content_type=content_type
+        )
+
+    def delete(
+        self,
+        res: Resource,
+        name: str,
+        namespace: str | None = None,
+        *,
+        grace_period_seconds: int | None = None,
+        preconditions: dict[str, str] | None = None,
+        propagation_policy: str | None = None,
+    ) -> dict[str, Any]:
+        body: dict[str, Any] = {"apiVersion": "v1", "kind": "DeleteOptions"}
+        if grace_period_seconds is not None:
+            body["gracePeriodSeconds"] = grace_period_seconds
+        if preconditions:
+            body["preconditions"] = preconditions
+        if propagation_policy:
+            body["propagationPolicy"] = propagation_policy
+        return self.request("DELETE", res.path(namespace, name), body=body)
+
+    def bind(
+        self, namespace: str, pod: str, node: str, annotations: dict[str, str] | None = None
+    ) -> dict[str, Any]:
+        body: dict[str, Any] = {
+            "apiVersion": "v1",
+            "kind": "Binding",
+            "metadata": {"name": pod, "namespace": namespace},
+            "target": {"apiVersion": "v1", "kind": "Node", "name": node},
+        }
+        if annotations:
+            body["metadata"]["annotations"] = annotations
+        from kai.kube.resources import PODS
+
+        return self.request("POST", PODS.path(namespace, pod, "binding"), body=body)
+
+    def watch(
+        self,
+        res: Resource,
+        resource_version: str,
+        *,
+        label_selector: str | None = None,
+        field_selector: str | None = None,
+        timeout_seconds: int = 300,
+        on_open: Any = None,
+    ) -> Iterator[dict[str, Any]]:
+        """Yield watch events (``{"type", "object"}``) until the server ends the stream.
+
+        Raises :class:`ApiError` for an error status on the request itself (410 when the
+        version is too old) and :class:`TransientError` when the connection breaks.
+        """
+        import urllib3
+
+        path = res.path(None)
+        response = self._send(
+            "GET",
+            path,
+            params={
+                "watch": True,
+                "resourceVersion": resource_version,
+                "allowWatchBookmarks": True,
+                "labelSelector": label_selector,
+                "fieldSelector": field_selector,
+                "timeoutSeconds": timeout_seconds,
+            },
+            # connect timeout, then a read timeout longer than the bookmark interval
+            timeout=(10.0, float(timeout_seconds) + 30.0),
+        )
+        raw = response.response
+        if on_open is not None:
+            on_open(raw)  # lets another thread cut the stream (shutdown)
+        try:
+            if not 200 <= response.status <= 299:
+                raise ApiError(response.status, _decode(response.read()), f"WATCH {path}")
+            pending = b""
+            for chunk in raw.stream(65536, decode_content=True):
+                pending += chunk
+                if b"\n" not in pending:
+                    continue
+                lines = pending.split(b"\n")
+                pending = lines.pop()
+                for line in lines:
+                    if line.strip():
+                        yield orjson.loads(line)
+            if pending.strip():
+                yield orjson.loads(pending)
+        except (urllib3.exceptions.HTTPError, OSError) as exc:
+            raise TransientError(f"WATCH {path}: {type(exc).__name__}: {exc}") from exc
+        except orjson.JSONDecodeError as exc:
+            raise TransientError(f"WATCH {path}: undecodable event: {exc}") from exc
+        finally:
+            # a stream left early has unread bytes: the connection cannot be reused
+            raw.close()
+            raw.release_conn()
+
+
+def _decode(data: Any) -> dict[str, Any] | None:
+    if not data:
+        return None
+    try:
+        value = orjson.loads(data)
+    except (orjson.JSONDecodeError, TypeError):
+        text = data.decode(errors="replace") if isinstance(data, bytes) else str(data)
+        return {"message": text[:500]}
+    return value if isinstance(value, dict) else {"items": value}

@@ -1,0 +1,266 @@
+"""Informers: list + watch into an in-memory cache of plain dicts.
+
+One thread per informer lists the resource (paged), then watches from the list's
+resourceVersion. Every event updates the cache and calls the handlers; BOOKMARK events only
+advance the resourceVersion. When the watch ends (timeout, dropped connection, server restart)
+it resumes from the last resourceVersion seen; when the server answers 410 Gone (that version
+is compacted away) it lists again and reconciles the cache against the fresh list, emitting
+the ADDED/MODIFIED/DELETED events that the gap hid. No change is ever lost silently: the cache
+converges to the server's state and every difference reaches the handlers.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import threading
+from collections.abc import Callable
+from typing import Any
+
+from kai.kube.client import ApiError, Kube, KubeError, Resource
+from kai.kube.writes import Backoff
+
+log = logging.getLogger("kai.kube.informer")
+
+Key = tuple[str, str]  # (namespace or "", name)
+Handler = Callable[[str, dict[str, Any], dict[str, Any] | None], None]
+
+
+def key_of(obj: dict[str, Any]) -> Key:
+    md = obj.get("metadata") or {}
+    return (md.get("namespace") or "", md.get("name") or "")
+
+
+class Informer:
+    """A watched, cached resource. Handlers get ``(event_type, object, previous_or_None)``."""
+
+    def __init__(
+        self,
+        kube: Kube,
+        resource: Resource,
+        *,
+        label_selector: str | None = None,
+        field_selector: str | None = None,
+        page_size: int = 5000,
+        watch_timeout: int = 300,
+        name: str | None = None,
+    ) -> None:
+        self.kube = kube
+        self.resource = resource
+        self.label_selector = label_selector
+        self.field_selector = field_selector
+        self.page_size = page_size
+        self.watch_timeout = watch_timeout
+        self.name = name or resource.plural
+        self.cache: dict[Key, dict[str, Any]] = {}
+        self.lock = threading.RLock()
+        self.handlers: list[Handler] = []
+        self.synced = threading.Event()
+        self.resource_version = ""
+        self.generation = 0  # bumped on every change: cheap "did anything change" checks
+        self.relists = 0
+        self.watch_restarts = 0
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._response: Any = None
+
+    # -- reading -------------------------------------------------------------------------
+    def get(self, name: str, namespace: str = "") -> dict[str, Any] | None:
+        return self.cache.get((namespace, name))
+
+    def items(self) -> list[dict[str, Any]]:
+        with self.lock:
+            return list(self.cache.values())
+
+    def add_handler(self, handler: Handler) -> None:
+        self.handlers.append(handler)
+
+    # -- life cycle ----------------------------------------------------------------------
+    def start(self) -> Informer:
+        self._thread = threading.Thread(target=self._run, name=f"informer-{self.name}", daemon=True)
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._stop.set()
+        response = self._response
+        if response is not None:
+            with contextlib.suppress(AttributeError, OSError):
+                response.shutdown()  # urllib3 2.x: unblocks a read in another thread
+            with contextlib.suppress(OSError):
+                response.close()
+        if self._thread is not None:
+            self._thread.join(timeout=10)
+            self._thread = None
+
+    def wait_synced(self, timeout: float | None = None) -> bool:
+        return self.synced.wait(timeout)
+
+    # -- the loop ------------------------------------------------------------------------
+    def _run(self) -> None:
+        backoff = Backoff(base=0.1, cap=10.0)
+        failures = 0
+        need_list = True
+        while not self._stop.is_set():
+            try:
+                if need_list:
+                    self._list()
+                    need_list = False
+                self._watch()
+                failures = 0
+            except ApiError as exc:
+                if exc.status == 410:
+                    log.info("%s: resourceVersion too old; listing again", self.name)
+                    self.relists += 1
+                    need_list = True
+                    continue
+                failures += 1
+                if not self._stop.is_set():
+                    log.warning("%s: %s", self.name, exc)
+            except KubeError as exc:
+                failures += 1
+                if not self._stop.is_set():
+                    log.info("%s: watch interrupted (%s); resuming", self.name, exc)
+            except Exception:  # a handler bug must not kill the informer
+                failures += 1
+                log.exception("%s: unexpected error; resuming", self.name)
+            if failures and self._stop.wait(backoff.delay(failures - 1)):
+                break
+            self.watch_restarts += 1
+
+    def _list(self) -> None:
+        items: list[dict[str, Any]] = []
+        token: str | None = None
+        rv = ""
+        while True:
+            page = self.kube.list(
+                self.resource,
+                label_selector=self.label_selector,
+                field_selector=self.field_selector,
+                limit=self.page_size,
+                continue_token=token,
+            )
+            kind = self.resource.kind
+            api_version = self.resource.api_version
+            for item in page.get("items") or []:
+                item.setdefault("kind", kind)
+                item.setdefault("apiVersion", api_version)
+                items.append(item)
+            meta = page.get("metadata") or {}
+            rv = str(meta.get("resourceVersion") or rv)
+            token = meta.get("continue") or None
+            if not token:
+                break
+        fresh = {key_of(o): o for o in items}
+        events: list[tuple[str, dict[str, Any], dict[str, Any] | None]] = []
+        with self.lock:
+            for key, old in list(self.cache.items()):
+                if key not in fresh:
+                    del self.cache[key]
+                    events.append(("DELETED", old, old))
+            for key, obj in fresh.items():
+                old = self.cache.get(key)
+                if old is None:
+                    events.append(("ADDED", obj, None))
+                elif _rv(old) != _rv(obj):
+                    events.append(("MODIFIED", obj, old))
+                self.cache[key] = obj
+            self.resource_version = rv
+            if events:
+                self.generation += 1
+        for event in events:
+            self._dispatch(*event)
+        self.synced.set()
+
+    def _watch(self) -> None:
+        def opened(response: Any) -> None:
+            self._response = response
+
+        try:
+            for event in self.kube.watch(
+                self.resource,
+                self.resource_version,
+                label_selector=self.label_selector,
+                field_selector=self.field_selector,
+                timeout_seconds=self.watch_timeout,
+                on_open=opened,
+            ):
+                if self._stop.is_set():
+                    return
+                self._apply(event)
+        finally:
+            self._response = None
+
+    def _apply(self, event: dict[str, Any]) -> None:
+        etype = event.get("type")
+        obj = event.get("object") or {}
+        if etype == "ERROR":
+            code = int(obj.get("code") or 0)
+            raise ApiError(code or 500, obj, f"WATCH {self.resource.plural}")
+        rv = (obj.get("metadata") or {}).get("resourceVersion")
+        if etype == "BOOKMARK":
+            if rv:
+                self.resource_version = str(rv)
+            return
+        obj.setdefault("kind", self.resource.kind)
+        obj.setdefault("apiVersion", self.resource.api_version)
+        key = key_of(obj)
+        with self.lock:
+            old = self.cache.get(key)
+            if etype == "DELETED":
+                self.cache.pop(key, None)
+            elif etype in ("ADDED", "MODIFIED"):
+                self.cache[key] = obj
+            else:
+                log.warning("%s: unknown watch event type %r ignored", self.name, etype)
+                return
+            if rv:
+                self.resource_version = str(rv)
+            self.generation += 1
+        self._dispatch(str(etype), obj, old)
+
+    def _dispatch(self, etype: str, obj: dict[str, Any], old: dict[str, Any] | None) -> None:
+        for handler in self.handlers:
+            try:
+                handler(etype, obj, old)
+            except Exception:
+                log.exception("%s: handler failed on %s %s", self.name, etype, key_of(obj))
+
+
+def _rv(obj: dict[str, Any]) -> str:
+    return str((obj.get("metadata") or {}).get("resourceVersion") or "")
+
+
+class InformerSet:
+    """Several informers started, synced and stopped together."""
+
+    def __init__(self, kube: Kube) -> None:
+        self.kube = kube
+        self.informers: dict[str, Informer] = {}
+
+    def add(self, name: str, resource: Resource, **kwargs: Any) -> Informer:
+        informer = Informer(self.kube, resource, name=name, **kwargs)
+        self.informers[name] = informer
+        return informer
+
+    def __getitem__(self, name: str) -> Informer:
+        return self.informers[name]
+
+    def start(self) -> None:
+        for informer in self.informers.values():
+            informer.start()
+
+    def wait_synced(self, timeout: float) -> bool:
+        import time
+
+        deadline = time.monotonic() + timeout
+        for informer in self.informers.values():
+            if not informer.wait_synced(max(0.0, deadline - time.monotonic())):
+                return False
+        return True
+
+    def stop(self) -> None:
+        for informer in self.informers.values():
+            informer._stop.set()
+        for informer in self.informers.values():
+            informer.stop()

@@ -1,0 +1,279 @@
+"""A minimal pod-grouper: a PodGroup for every bare pod and every batch/v1 Job.
+
+Rules (KAI-FACTS §8, KAI-FACTS-2026-08 §3):
+
+- a bare pod: ``pg-<pod>-<podUID>``, minMember 1; a bare pod that already carries the
+  ``pod-group-name`` annotation is user-managed and left alone;
+- a batch/v1 Job: ONE PodGroup ``pg-<job>-<jobUID>`` for all its pods, minMember from the Job's
+  annotation ``kai.scheduler/batch-min-member`` (a gang) else 1;
+- any other owner: one PodGroup for the (first) owner, minMember 1 (full integrations are
+  issue 7's business);
+- queue: label ``kai.scheduler/queue`` of the top owner, else of the pod, else label
+  ``project``, else ``default-queue``; once created, the PodGroup's queue is never changed;
+- priorityClassName: top owner label ``priorityClassName``, pod label, ``spec.priorityClassName``,
+  else ``train``; preemptibility: label ``kai.scheduler/preemptibility`` (owner, then pod);
+- topology: top owner annotations ``kai.scheduler/topology[-required|-preferred-placement]``.
+
+The pod then gets the ``pod-group-name`` annotation. A malformed workload (bad min-member,
+bad preemptibility) gets a ``PodGrouperWarning`` Event and no PodGroup.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Hashable
+from typing import Any
+
+from kai.kube.client import ApiError, Kube, KubeError
+from kai.kube.events import EventRecorder
+from kai.kube.informer import Informer
+from kai.kube.resources import PODGROUPS, PODS
+from kai.kube.workqueue import WorkQueue
+from kai.kube.writes import create_or_get, patch_if_changed
+from kai.reconcilers.snapshot_builder import POD_GROUP_ANNOTATION, RESERVATION_NAMESPACE
+
+log = logging.getLogger("kai.podgrouper")
+
+QUEUE_LABEL = "kai.scheduler/queue"
+PREEMPTIBILITY_LABEL = "kai.scheduler/preemptibility"
+BATCH_MIN_MEMBER = "kai.scheduler/batch-min-member"
+TOP_OWNER_METADATA = "kai.scheduler/top-owner-metadata"
+TOPOLOGY = "kai.scheduler/topology"
+TOPOLOGY_REQUIRED = "kai.scheduler/topology-required-placement"
+TOPOLOGY_PREFERRED = "kai.scheduler/topology-preferred-placement"
+DEFAULT_QUEUE = "default-queue"
+DEFAULT_PRIORITY_CLASS = "train"
+
+
+class GroupingError(ValueError):
+    pass
+
+
+def _labels(obj: dict[str, Any]) -> dict[str, str]:
+    return dict((obj.get("metadata") or {}).get("labels") or {})
+
+
+def _annotations(obj: dict[str, Any]) -> dict[str, str]:
+    return dict((obj.get("metadata") or {}).get("annotations") or {})
+
+
+def podgroup_for(pod: dict[str, Any], owner: dict[str, Any] | None) -> dict[str, Any]:
+    """The PodGroup a pod belongs to (``owner`` = its top owner object, None for a bare pod)."""
+    pmd = pod["metadata"]
+    top = owner if owner is not None else pod
+    tmd = top["metadata"]
+    top_labels, pod_labels = _labels(top), _labels(pod)
+    name = f"pg-{tmd['name']}-{tmd['uid']}"
+    queue = (
+        top_labels.get(QUEUE_LABEL)
+        or pod_labels.get(QUEUE_LABEL)
+        or top_labels.get("project")
+        or pod_labels.get("project")
+        or DEFAULT_QUEUE
+    )
+    priority_class = (
+        top_labels.get("priorityClassName")
+        or pod_labels.get("priorityClassName")
+        or (pod.get("spec") or {}).get("priorityClassName")
+        or DEFAULT_PRIORITY_CLASS
+    )
+    preemptibility = top_labels.get(PREEMPTIBILITY_LABEL) or pod_labels.get(PREEMPTIBILITY_LABEL)
+    if preemptibility not in (None, "", "preemptible", "non-preemptible"):
+        raise GroupingError(
+            f"label {PREEMPTIBILITY_LABEL}={preemptibility!r}: "
+            "must be preemptible or non-preemptible"
+        )
+    min_member = 1
+    annotations = _annotations(top)
+    if owner is not None and top.get("kind") == "Job" and BATCH_MIN_MEMBER in annotations:
+        raw = annotations[BATCH_MIN_MEMBER]
+        try:
+            min_member = int(raw)
+        except ValueError as exc:
+            raise GroupingError(
+                f"annotation {BATCH_MIN_MEMBER}={raw!r}: must be a positive integer"
+            ) from exc
+        if min_member < 1:
+            raise GroupingError(
+                f"annotation {BATCH_MIN_MEMBER}={raw!r}: must be a positive integer"
+            )
+    spec: dict[str, Any] = {
+        "minMember": min_member,
+        "queue": queue,
+        "priorityClassName": priority_class,
+        "markUnschedulable": True,
+        "schedulingBackoff": -1,
+    }
+    if preemptibility:
+        spec["preemptibility"] = preemptibility
+    if annotations.get(TOPOLOGY):
+        constraint = {"topology": annotations[TOPOLOGY]}
+        if annotations.get(TOPOLOGY_REQUIRED):
+            constraint["requiredTopologyLevel"] = annotations[TOPOLOGY_REQUIRED]
+        if annotations.get(TOPOLOGY_PREFERRED):
+            constraint["preferredTopologyLevel"] = annotations[TOPOLOGY_PREFERRED]
+        spec["topologyConstraint"] = constraint
+    api_version = top.get("apiVersion") or "v1"
+    group, _, version = api_version.rpartition("/")
+    owner_md = (
+        f"name: {tmd['name']}\nuid: {tmd['uid']}\ngroup: {group}\nversion: {version}\n"
+        f"kind: {top.get('kind') or 'Pod'}\n"
+    )
+    return {
+        "apiVersion": PODGROUPS.api_version,
+        "kind": "PodGroup",
+        "metadata": {
+            "name": name[:253],
+            "namespace": pmd["namespace"],
+            "labels": {QUEUE_LABEL: queue},
+            "annotations": {TOP_OWNER_METADATA: owner_md},
+            "ownerReferences": [
+                {
+                    "apiVersion": api_version,
+                    "kind": top.get("kind") or "Pod",
+                    "name": tmd["name"],
+                    "uid": tmd["uid"],
+                    "controller": False,
+                    "blockOwnerDeletion": False,
+                }
+            ],
+        },
+        "spec": spec,
+    }
+
+
+class PodGrouper:
+    def __init__(
+        self,
+        kube: Kube,
+        pods: Informer,
+        jobs: Informer,
+        podgroups: Informer,
+        recorder: EventRecorder,
+        *,
+        scheduler_name: str = "kai-scheduler",
+        workers: int = 8,
+    ) -> None:
+        self.kube = kube
+        self.pods = pods
+        self.jobs = jobs
+        self.podgroups = podgroups
+        self.recorder = recorder
+        self.scheduler_name = scheduler_name
+        self.queue = WorkQueue("podgrouper", self._process, workers=workers)
+        self._warned: dict[str, str] = {}
+        pods.add_handler(self._on_pod)
+        jobs.add_handler(self._on_job)
+
+    def start(self) -> PodGrouper:
+        self.queue.start()
+        for pod in self.pods.items():
+            self._on_pod("ADDED", pod, None)
+        return self
+
+    def stop(self) -> None:
+        self.queue.stop()
+
+    def _wanted(self, pod: dict[str, Any]) -> bool:
+        spec = pod.get("spec") or {}
+        md = pod.get("metadata") or {}
+        if spec.get("schedulerName") != self.scheduler_name:
+            return False
+        if md.get("namespace") == RESERVATION_NAMESPACE or md.get("deletionTimestamp"):
+            return False
+        return (pod.get("status") or {}).get("phase") not in ("Succeeded", "Failed")
+
+    def _on_pod(self, etype: str, pod: dict[str, Any], old: dict[str, Any] | None) -> None:
+        if etype == "DELETED" or not self._wanted(pod):
+            return
+        md = pod["metadata"]
+        if (
+            old is not None
+            and _annotations(old).get(POD_GROUP_ANNOTATION)
+            and _annotations(pod).get(POD_GROUP_ANNOTATION)
+        ):
+            return  # grouped already; later pod updates change nothing here
+        self.queue.add((md["namespace"], md["name"]))
+
+    def _on_job(self, etype: str, job: dict[str, Any], old: dict[str, Any] | None) -> None:
+        if etype == "DELETED":
+            return
+        # pods waiting for their Job to reach the cache
+        uid = job["metadata"].get("uid")
+        ns = job["metadata"].get("namespace")
+        for pod in self.pods.items():
+            md = pod["metadata"]
+            if md.get("namespace") != ns or _annotations(pod).get(POD_GROUP_ANNOTATION):
+                continue
+            if any(r.get("uid") == uid for r in md.get("ownerReferences") or []):
+                self.queue.add((ns, md["name"]))
+
+    def _warn(self, pod: dict[str, Any], message: str) -> None:
+        uid = pod["metadata"].get("uid", "")
+        if self._warned.get(uid) == message:
+            return
+        self._warned[uid] = message
+        log.warning("pod %s/%s: %s", pod["metadata"]["namespace"], pod["metadata"]["name"], message)
+        self.recorder.event(pod, "Warning", "PodGrouperWarning", message)
+
+    def _process(self, key: Hashable) -> bool:
+        ns, name = key  # type: ignore[misc]
+        pod = self.pods.get(name, ns)
+        if pod is None or not self._wanted(pod):
+            return True
+        md = pod["metadata"]
+        refs = md.get("ownerReferences") or []
+        existing = _annotations(pod).get(POD_GROUP_ANNOTATION)
+        if existing and not refs:
+            return True  # a user-managed PodGroup
+        owner = None
+        if refs:
+            ref = next((r for r in refs if r.get("controller")), refs[0])
+            if ref.get("kind") == "Job" and str(ref.get("apiVersion", "")).startswith("batch/"):
+                owner = self.jobs.get(ref.get("name", ""), ns)
+                if owner is None or owner["metadata"].get("uid") != ref.get("uid"):
+                    return False  # not in the cache yet: retry with back-off
+            else:
+                owner = {
+                    "apiVersion": ref.get("apiVersion"),
+                    "kind": ref.get("kind"),
+                    "metadata": {"name": ref.get("name"), "uid": ref.get("uid")},
+                }
+        try:
+            desired = podgroup_for(pod, owner)
+        except GroupingError as exc:
+            self._warn(pod, f"no PodGroup created: {exc}")
+            return True
+        pg_name = desired["metadata"]["name"]
+        try:
+            current = self.podgroups.get(pg_name, ns)
+            if current is None:
+                current, _created = create_or_get(self.kube, PODGROUPS, desired)
+            if current is not None:
+                # queue, markUnschedulable and schedulingBackoff stay as created
+                spec = current.get("spec") or {}
+                update = {
+                    k: v
+                    for k, v in desired["spec"].items()
+                    if k in ("minMember", "priorityClassName", "preemptibility")
+                    and spec.get(k) != v
+                }
+                if update:
+                    patch_if_changed(self.kube, PODGROUPS, current, {"spec": update})
+            if _annotations(pod).get(POD_GROUP_ANNOTATION) != pg_name:
+                patch_if_changed(
+                    self.kube,
+                    PODS,
+                    pod,
+                    {"metadata": {"annotations": {POD_GROUP_ANNOTATION: pg_name}}},
+                )
+        except ApiError as exc:
+            if exc.status == 422:
+                self._warn(pod, f"PodGroup {pg_name} refused by the API server: {exc.message}")
+                return True
+            log.info("podgrouper %s/%s: %s", ns, name, exc)
+            return False
+        except KubeError as exc:
+            log.info("podgrouper %s/%s: %s", ns, name, exc)
+            return False
+        return True

@@ -1,0 +1,483 @@
+"""The live scheduler: every period, snapshot the informer caches, run a session, act.
+
+One cycle (KAI-FACTS §3.1, §3.12), only while this process holds the leader Lease:
+
+1. open: build a :class:`~kai.scheduler.snapshot.Snapshot` from the caches (pods of this
+   scheduler, nodes, PodGroups, Queues, BindRequests, Topologies, PriorityClasses). Objects
+   that cannot be understood get an Event and are left out; the cycle goes on.
+2. delete BindRequests that failed or whose pod is gone (the pod is Pending again).
+3. run the session's actions (those the core does not implement are dropped, logged once).
+4. act: create a BindRequest per bind decision (name = pod name, so a repeat after a restart
+   or a lost answer gets AlreadyExists and nothing else happens), delete the victims of
+   evictions, and record Events (``Scheduled``, ``Evict``, ``Unschedulable``).
+5. status: PodGroup ``schedulingConditions`` and the last-start/stale annotations now; Queue
+   status and PodGroup ``resourcesStatus`` by :class:`kai.reconcilers.status.StatusWriter`.
+
+A pod with a live BindRequest counts as Binding on that node, so a restarted scheduler (empty
+memory, caches relisted) sees exactly the decisions it had made: nothing is lost or made twice.
+BindRequests created by this process but not yet seen by the informer are overlaid on the cache
+so that the next cycle does not place the same pod again.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import logging
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from kai.kube.client import ApiError, Kube, KubeError
+from kai.kube.events import EventRecorder
+from kai.kube.informer import InformerSet
+from kai.kube.resources import (
+    BIND_REQUESTS,
+    NODES,
+    PODGROUPS,
+    PODS,
+    PRIORITY_CLASSES,
+    QUEUES,
+    TOPOLOGIES,
+)
+from kai.kube.writes import create_if_absent, delete_if_present, patch_if_changed
+from kai.reconcilers.metrics import SchedulerMetrics
+from kai.reconcilers.snapshot_builder import (
+    LAST_START,
+    STALE_SINCE,
+    BuiltSnapshot,
+    SnapshotBuilder,
+    bind_request_live,
+    parse_time,
+)
+from kai.scheduler.errors import UnsupportedActionError
+from kai.scheduler.result import BindDecision, SessionResult
+from kai.scheduler.snapshot import ACTIVE_ALLOCATED_STATUSES, SchedulerConfig, TaskStatus
+
+log = logging.getLogger("kai.scheduler.live")
+
+NODE_POOL = "default"
+
+
+def rfc3339(ts: float | None = None) -> str:
+    return datetime.fromtimestamp(time.time() if ts is None else ts, UTC).strftime(
+        "%Y-%m-%dT%H:%M:%SZ"
+    )
+
+
+def label_safe_group(node: str, group: str, salt: str) -> str:
+    """A fresh GPU group id usable as a label value (the core's new ids contain '/')."""
+    return hashlib.sha256(f"{node}/{group}/{salt}".encode()).hexdigest()[:16]
+
+
+def portion_text(value: float) -> str:
+    return f"{value:.2f}"
+
+
+@dataclass
+class SchedulerOptions:
+    scheduler_name: str = "kai-scheduler"
+    period: float = 1.0
+    config: SchedulerConfig | None = None
+    workers: int = 16  # concurrent API writes per cycle
+
+
+def make_informers(kube: Kube, scheduler_name: str) -> InformerSet:
+    informers = InformerSet(kube)
+    informers.add("pods", PODS)
+    informers.add("nodes", NODES)
+    informers.add("podgroups", PODGROUPS)
+    informers.add("queues", QUEUES)
+    informers.add("bindrequests", BIND_REQUESTS)
+    informers.add("topologies", TOPOLOGIES)
+    informers.add("priorityclasses", PRIORITY_CLASSES)
+    return informers
+
+
+class Scheduler:
+    def __init__(
+        self,
+        kube: Kube,
+        informers: InformerSet,
+        recorder: EventRecorder,
+        options: SchedulerOptions | None = None,
+        metrics: SchedulerMetrics | None = None,
+        is_leader: Any = None,
+    ) -> None:
+        self.kube = kube
+        self.informers = informers
+        self.recorder = recorder
+        self.options = options or SchedulerOptions()
+        self.metrics = metrics or SchedulerMetrics()
+        self.is_leader = is_leader or (lambda: True)
+        self.builder = SnapshotBuilder(self.options.scheduler_name, self.options.config)
+        self.actions = list((self.options.config or SchedulerConfig()).actions)
+        self.pool = ThreadPoolExecutor(self.options.workers, thread_name_prefix="sched-write")
+        self._created: dict[tuple[str, str], tuple[dict[str, Any], float]] = {}
+        self._created_lock = threading.Lock()
+        self._reported: dict[str, str] = {}  # object uid -> last problem reported
+        self._conditions: dict[str, str] = {}  # job uid -> last scheduling condition written
+        self._transition = 0
+        self.last_result: SessionResult | None = None
+        self.last_built: BuiltSnapshot | None = None
+        self.cycles = 0
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._wake = threading.Event()
+        self.result_listeners: list[Any] = []
+
+    # -- life cycle ----------------------------------------------------------------------
+    def start(self) -> Scheduler:
+        self._thread = threading.Thread(target=self._loop, name="scheduler", daemon=True)
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._wake.set()
+        if self._thread is not None:
+            self._thread.join(timeout=30)
+            self._thread = None
+        self.pool.shutdown(wait=True, cancel_futures=True)
+
+    def _loop(self) -> None:
+        while not self._stop.is_set():
+            started = time.monotonic()
+            if self.is_leader() and self.informers.wait_synced(0):
+                try:
+                    self.run_once()
+                except Exception:  # one bad cycle must not end scheduling
+                    log.exception("scheduling cycle failed")
+            self._stop.wait(max(0.0, self.options.period - (time.monotonic() - started)))
+
+    # -- one cycle -----------------------------------------------------------------------
+    def _bind_request_view(self) -> list[dict[str, Any]]:
+        cached = self.informers["bindrequests"]
+        items = cached.items()
+        now = time.monotonic()
+        with self._created_lock:
+            for key, (br, created) in list(self._created.items()):
+                if cached.get(key[1], key[0]) is not None or now - created > 30:
+                    del self._created[key]
+                else:
+                    items.append(br)
+        return items
+
+    def run_once(self) -> SessionResult | None:
+        t0 = time.monotonic()
+        inf = self.informers
+        built = self.builder.build(
+            pods=inf["pods"].items(),
+            nodes=inf["nodes"].items(),
+            podgroups=inf["podgroups"].items(),
+            queues=inf["queues"].items(),
+            bind_requests=self._bind_request_view(),
+            topologies=inf["topologies"].items(),
+            priority_classes=inf["priorityclasses"].items(),
+        )
+        t_open = time.monotonic()
+        self._report_problems(built)
+        self._clean_bind_requests(built)
+        result = self._run_session(built)
+        t_session = time.monotonic()
+        if result is None:
+            return None
+        futures = [
+            self.pool.submit(self._bind, built, d, s) for d, s in self._bind_plan(result, built)
+        ]
+        for eviction in result.evictions:
+            futures.append(
+                self.pool.submit(
+                    self._evict, built, eviction.task, eviction.action, eviction.reason
+                )
+            )
+        self._write_job_status(built, result)
+        for future in futures:
+            try:
+                future.result()
+            except Exception:
+                log.exception("scheduler write failed")
+        t_close = time.monotonic()
+        self.cycles += 1
+        self.last_result = result
+        self.last_built = built
+        m = self.metrics
+        m.open_session.set((t_open - t0) * 1000)
+        m.close_session.set((t_close - t_session) * 1000)
+        m.e2e.set((t_close - t0) * 1000)
+        m.cycles.inc()
+        m.pending_pods.set(sum(1 for o in result.tasks.values() if o.status is TaskStatus.PENDING))
+        self._queue_metrics(built, result)
+        for listener in self.result_listeners:
+            listener(built, result)
+        if result.binds or result.evictions:
+            log.info(
+                "cycle %d: %d bound, %d evicted, %d jobs pending (%.0f ms)",
+                self.cycles,
+                len(result.binds),
+                len(result.evictions),
+                len(result.job_reasons),
+                (t_close - t0) * 1000,
+            )
+        return result
+
+    def _run_session(self, built: BuiltSnapshot) -> SessionResult | None:
+        from kai.scheduler.session import run_session
+
+        while True:
+            try:
+                return run_session(built.snapshot, self.actions)
+            except UnsupportedActionError as exc:
+                log.warning("action %r is not implemented by the core; skipping it", exc.action)
+                self.actions.remove(exc.action)
+                if not self.actions:
+                    return None
+
+    # -- reporting -----------------------------------------------------------------------
+    def _report_problems(self, built: BuiltSnapshot) -> None:
+        for problem in built.problems:
+            md = problem.obj.get("metadata") or {}
+            uid = str(md.get("uid") or problem.text)
+            if self._reported.get(uid) == problem.text:
+                continue
+            self._reported[uid] = problem.text
+            log.warning("left out of scheduling: %s", problem.text)
+            self.recorder.event(
+                problem.obj,
+                "Warning",
+                "InvalidObject",
+                f"ignored by the scheduler: {problem.field}: {problem.message}",
+            )
+
+    def _clean_bind_requests(self, built: BuiltSnapshot) -> None:
+        doomed = list(built.stale_bind_requests)
+        doomed += [br for br in built.bind_requests.values() if not bind_request_live(br)]
+        for br in doomed:
+            md = br["metadata"]
+            if md.get("deletionTimestamp"):
+                continue
+            try:
+                delete_if_present(
+                    self.kube, BIND_REQUESTS, md["name"], md.get("namespace"), uid=md.get("uid")
+                )
+            except KubeError as exc:
+                log.info(
+                    "cannot delete BindRequest %s/%s: %s", md.get("namespace"), md["name"], exc
+                )
+
+    # -- binds ---------------------------------------------------------------------------
+    def _bind_plan(
+        self, result: SessionResult, built: BuiltSnapshot
+    ) -> list[tuple[BindDecision, tuple[str, ...]]]:
+        """Each bind with label-safe GPU group ids (new groups get fresh unique ids)."""
+        existing = built.existing_groups
+        fresh: dict[tuple[str, str], str] = {}
+        plan = []
+        for decision in result.binds:
+            groups = []
+            for group in decision.gpu_groups:
+                if group in existing.get(decision.node, set()):
+                    groups.append(group)
+                    continue
+                key = (decision.node, group)
+                if key not in fresh:
+                    fresh[key] = label_safe_group(decision.node, group, decision.task)
+                groups.append(fresh[key])
+            plan.append((decision, tuple(groups)))
+        return plan
+
+    def _bind(self, built: BuiltSnapshot, decision: BindDecision, groups: tuple[str, ...]) -> None:
+        pod = built.pods.get(decision.task)
+        if pod is None:
+            return
+        md = pod["metadata"]
+        ns, name = md["namespace"], md["name"]
+        spec: dict[str, Any] = {
+            "podName": name,
+            "selectedNode": decision.node,
+            "receivedResourceType": decision.received_resource_type,
+        }
+        if decision.gpu_count or decision.gpu_portion:
+            spec["receivedGPU"] = {
+                "count": int(decision.gpu_count),
+                "portion": portion_text(decision.gpu_portion or 1.0),
+            }
+        if groups:
+            spec["selectedGPUGroups"] = list(groups)
+        body = {
+            "apiVersion": BIND_REQUESTS.api_version,
+            "kind": "BindRequest",
+            "metadata": {
+                "name": name,
+                "namespace": ns,
+                "labels": {"selected-node": decision.node},
+                "ownerReferences": [
+                    {
+                        "apiVersion": "v1",
+                        "kind": "Pod",
+                        "name": name,
+                        "uid": md["uid"],
+                        "controller": False,
+                        "blockOwnerDeletion": False,
+                    }
+                ],
+            },
+            "spec": spec,
+        }
+        t0 = time.monotonic()
+        try:
+            created = create_if_absent(self.kube, BIND_REQUESTS, body)
+        except KubeError as exc:
+            log.warning("cannot create BindRequest %s/%s: %s", ns, name, exc)
+            self.recorder.event(
+                pod, "Warning", "FailedBinding", f"cannot create BindRequest: {exc}"
+            )
+            return
+        with self._created_lock:
+            self._created[(ns, name)] = (body, time.monotonic())
+        now = time.time()
+        self.metrics.task_bind.observe((time.monotonic() - t0) * 1000)
+        born = parse_time(md.get("creationTimestamp"))
+        if born is not None:
+            self.metrics.task_scheduling.observe(max(0.0, now - born) * 1000)
+        if created:
+            self.recorder.event(
+                pod,
+                "Normal",
+                "Scheduled",
+                f"Successfully assigned {ns}/{name} to {decision.node} at node-pool {NODE_POOL}",
+            )
+
+    # -- evictions -----------------------------------------------------------------------
+    def _evict(self, built: BuiltSnapshot, task: str, action: str, reason: str) -> None:
+        pod = built.pods.get(task)
+        if pod is None:
+            return
+        md = pod["metadata"]
+        self.metrics.preemption_attempts.inc()
+        try:
+            delete_if_present(self.kube, PODS, md["name"], md["namespace"], uid=md.get("uid"))
+        except KubeError as exc:
+            log.warning("cannot evict %s/%s: %s", md["namespace"], md["name"], exc)
+            return
+        job_uid = f"{md['namespace']}/{(md.get('annotations') or {}).get('pod-group-name', '')}"
+        pg = built.podgroups.get(job_uid)
+        self.metrics.evicted.inc(
+            labels={
+                "podgroup": (pg or {}).get("metadata", {}).get("name", ""),
+                "namespace": md["namespace"],
+                "uid": (pg or {}).get("metadata", {}).get("uid", ""),
+                "nodepool": NODE_POOL,
+                "action": action,
+            }
+        )
+        self.recorder.event(pod, "Normal", "Evict", f"evicted by {action}: {reason}")
+
+    # -- PodGroup scheduling conditions and annotations ------------------------------------
+    def _write_job_status(self, built: BuiltSnapshot, result: SessionResult) -> None:
+        started = set(result.started_jobs)
+        now_text = rfc3339(built.snapshot.now)
+        for job in built.snapshot.jobs:
+            pg = built.podgroups.get(job.uid)
+            if pg is None:
+                continue
+            md = pg["metadata"]
+            annotations = md.get("annotations") or {}
+            patch_md: dict[str, Any] = {}
+            if job.uid in started:
+                patch_md[LAST_START] = now_text
+            active = sum(
+                1
+                for t in job.tasks
+                if result.tasks.get(t.uid) is not None
+                and result.tasks[t.uid].status in ACTIVE_ALLOCATED_STATUSES
+            )
+            minimum = job.min_available or 1
+            stale = 0 < active < minimum and not job.subgroups
+            if stale and STALE_SINCE not in annotations:
+                patch_md[STALE_SINCE] = now_text
+            elif not stale and STALE_SINCE in annotations:
+                patch_md[STALE_SINCE] = None
+            if patch_md:
+                self.pool.submit(
+                    self._patch, PODGROUPS, pg, {"metadata": {"annotations": patch_md}}
+                )
+            reasons = result.job_reasons.get(job.uid)
+            if reasons and active == 0:
+                self._unschedulable(pg, job.uid, reasons, built)
+            elif not reasons and self._conditions.get(job.uid) is not None:
+                self._conditions.pop(job.uid, None)
+                if (pg.get("status") or {}).get("schedulingConditions"):
+                    self.pool.submit(
+                        self._patch,
+                        PODGROUPS,
+                        pg,
+                        {"status": {"schedulingConditions": None}},
+                        "status",
+                    )
+
+    def _unschedulable(
+        self, pg: dict[str, Any], job_uid: str, reasons: list[Any], built: BuiltSnapshot
+    ) -> None:
+        text = "; ".join(f"{r.code}: {r.message}" for r in reasons)
+        if self._conditions.get(job_uid) == text:
+            return
+        self._conditions[job_uid] = text
+        existing = (pg.get("status") or {}).get("schedulingConditions") or []
+        if existing:
+            old = existing[-1]
+            old_text = "; ".join(
+                f"{r.get('reason')}: {r.get('message')}" for r in old.get("reasons") or []
+            )
+            if old_text == text:
+                return
+            with contextlib.suppress(ValueError):
+                self._transition = max(self._transition, int(old.get("transitionID") or 0))
+        self._transition += 1
+        condition = {
+            "type": "UnschedulableOnNodePool",
+            "nodePool": NODE_POOL,
+            "reason": reasons[0].code,
+            "message": text,
+            "reasons": [{"reason": r.code, "message": r.message} for r in reasons],
+            "transitionID": str(self._transition),
+            "lastTransitionTime": rfc3339(),
+            "status": "True",
+        }
+        self.pool.submit(
+            self._patch, PODGROUPS, pg, {"status": {"schedulingConditions": [condition]}}, "status"
+        )
+        self.recorder.event(pg, "Warning", "Unschedulable", text)
+        job = next((j for j in built.snapshot.jobs if j.uid == job_uid), None)
+        for task in job.tasks if job is not None else []:
+            pod = built.pods.get(task.uid)
+            if pod is not None and task.status is TaskStatus.PENDING:
+                self.recorder.event(pod, "Warning", "Unschedulable", text)
+
+    def _patch(self, res: Any, obj: dict[str, Any], patch: dict[str, Any], sub: str = "") -> None:
+        try:
+            patch_if_changed(self.kube, res, obj, patch, sub=sub)
+        except ApiError as exc:
+            log.info("cannot patch %s %s: %s", res.kind, obj["metadata"].get("name"), exc)
+        except KubeError as exc:
+            log.info("cannot patch %s %s: %s", res.kind, obj["metadata"].get("name"), exc)
+
+    # -- metrics -------------------------------------------------------------------------
+    def _queue_metrics(self, built: BuiltSnapshot, result: SessionResult) -> None:
+        display = {
+            (q.get("metadata") or {}).get("name"): (q.get("spec") or {}).get("displayName") or ""
+            for q in self.informers["queues"].items()
+        }
+        scale = {"gpu": 1.0, "cpu": 1 / 1000.0, "memory": 1 / 1e9}
+        for resource in ("gpu", "cpu", "memory"):
+            fair: dict[tuple[str, ...], float] = {}
+            usage: dict[tuple[str, ...], float] = {}
+            for name, share in result.queues.items():
+                labels = (name, name, str(display.get(name, "")))
+                fair[labels] = share.fair_share.get(resource, 0.0) * scale[resource]
+                usage[labels] = share.allocated.get(resource, 0.0) * scale[resource]
+            self.metrics.fair_share[resource].replace(fair)
+            self.metrics.usage[resource].replace(usage)

@@ -1,0 +1,750 @@
+"""Building the scheduler core's :class:`~kai.scheduler.snapshot.Snapshot` from raw objects.
+
+Input: the informer caches (plain dicts as the API serves them). Output: a Snapshot plus the
+list of objects that could not be understood (:class:`Problem`), each naming the object and
+the field; such an object is left out of the snapshot and the caller reports it (Event,
+condition) instead of crashing.
+
+What a pod's scheduler status is (KAI-FACTS §2, §3.1):
+
+- terminal pods (Succeeded/Failed) are left out: they hold nothing;
+- ``spec.nodeName`` set: Running (phase Running) or Bound; Releasing when being deleted;
+- no node but a live (not Failed) BindRequest: Binding on the BindRequest's node, with its GPU
+  groups -- the scheduler's own decision counts until the binder has acted;
+- scheduling gates: Gated; otherwise Pending.
+
+Parsing a pod (quantities, GPU annotations, affinity) is cached by uid and resourceVersion, so
+a cycle over 10,000 unchanged pods costs little.
+"""
+
+from __future__ import annotations
+
+import calendar
+import time
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from kai.api.quantity import QuantityError, parse_quantity
+from kai.scheduler.gpu_request import GPU_RESOURCE, GpuRequestError, gpu_request_from_pod
+from kai.scheduler.snapshot import (
+    GpuRequest,
+    JobSpec,
+    MigSpec,
+    NodeSelectorTerm,
+    NodeSpec,
+    PodAffinityTerm,
+    QueueResource,
+    QueueSpec,
+    Requirement,
+    SchedulerConfig,
+    Snapshot,
+    SubGroupSpec,
+    Taint,
+    TaskSpec,
+    TaskStatus,
+    Toleration,
+    TopologyConstraint,
+    TopologySpec,
+)
+
+POD_GROUP_ANNOTATION = "pod-group-name"
+SUBGROUP_LABEL = "kai.scheduler/subgroup-name"
+TASK_PRIORITY_LABEL = "kai.scheduler/task-priority"
+GPU_GROUP_LABEL = "runai-gpu-group"
+LAST_START = "kai.scheduler/last-start-timestamp"
+STALE_SINCE = "kai.scheduler/stale-podgroup-timestamp"
+RESERVATION_NAMESPACE = "kai-resource-reservation"
+DEFAULT_PRIORITY = 50
+NON_PREEMPTIBLE_THRESHOLD = 100
+_SKIPPED_RESOURCES = frozenset({"cpu", "memory", "pods", "ephemeral-storage", GPU_RESOURCE})
+
+
+@dataclass(frozen=True)
+class Problem:
+    """An object left out of the snapshot, and why."""
+
+    obj: dict[str, Any]
+    field: str
+    message: str
+
+    @property
+    def text(self) -> str:
+        md = self.obj.get("metadata") or {}
+        name = f"{md.get('namespace')}/{md.get('name')}" if md.get("namespace") else md.get("name")
+        return f"{self.obj.get('kind', 'object')} {name}: {self.field}: {self.message}"
+
+
+class ObjectError(ValueError):
+    def __init__(self, field: str, message: str) -> None:
+        super().__init__(f"{field}: {message}")
+        self.field = field
+        self.message = message
+
+
+def parse_time(value: Any) -> float | None:
+    """RFC 3339 (``2026-01-01T00:00:00Z``, optional fraction or offset) -> epoch seconds."""
+    if not value or not isinstance(value, str):
+        return None
+    text = value.strip()
+    if text.endswith("Z") and len(text) == 20 and "." not in text:
+        try:
+            return float(calendar.timegm(time.strptime(text, "%Y-%m-%dT%H:%M:%SZ")))
+        except ValueError:
+            return None
+    try:
+        return datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
+    except ValueError:
+        return None
+
+
+def _quantity(value: Any, where: str) -> float:
+    try:
+        return float(parse_quantity(value))
+    except QuantityError as exc:
+        raise ObjectError(where, f"bad quantity {value!r}: {exc}") from exc
+
+
+def _mapping(value: Any) -> Mapping[str, Any]:
+    return value if isinstance(value, Mapping) else {}
+
+
+# -- pods ---------------------------------------------------------------------------------
+@dataclass
+class PodInfo:
+    """What a pod asks for: parsed once per resourceVersion."""
+
+    uid: str
+    name: str
+    namespace: str
+    pod_group: str | None
+    cpu_millis: float
+    memory_bytes: float
+    gpu: GpuRequest
+    extended: dict[str, float]
+    subgroup: str | None
+    priority: int | None
+    labels: dict[str, str]
+    node_selector: dict[str, str]
+    node_affinity: tuple[NodeSelectorTerm, ...]
+    tolerations: tuple[Toleration, ...]
+    pod_affinity: tuple[PodAffinityTerm, ...]
+    pod_anti_affinity: tuple[PodAffinityTerm, ...]
+    created_at: float
+    gpu_groups: tuple[str, ...] = ()
+
+
+def _pod_requests(spec: Mapping[str, Any], pod: str) -> dict[str, float]:
+    """Effective requests: sum over containers, max with each init container (KAI/k8s rule)."""
+    total: dict[str, float] = {}
+    for index, container in enumerate(spec.get("containers") or []):
+        res = _mapping(_mapping(container).get("resources"))
+        requests = dict(_mapping(res.get("limits")))
+        requests.update(_mapping(res.get("requests")))
+        for key, value in requests.items():
+            total[key] = total.get(key, 0.0) + _quantity(
+                value, f"spec.containers[{index}].resources.requests.{key}"
+            )
+    for index, container in enumerate(spec.get("initContainers") or []):
+        res = _mapping(_mapping(container).get("resources"))
+        requests = dict(_mapping(res.get("limits")))
+        requests.update(_mapping(res.get("requests")))
+        for key, value in requests.items():
+            amount = _quantity(value, f"spec.initContainers[{index}].resources.requests.{key}")
+            total[key] = max(total.get(key, 0.0), amount)
+    overhead = _mapping(spec.get("overhead"))
+    for key, value in overhead.items():
+        total[key] = total.get(key, 0.0) + _quantity(value, f"spec.overhead.{key}")
+    return total
+
+
+def _selector_terms(spec: Mapping[str, Any]) -> tuple[NodeSelectorTerm, ...]:
+    affinity = _mapping(_mapping(spec.get("affinity")).get("nodeAffinity"))
+    required = _mapping(affinity.get("requiredDuringSchedulingIgnoredDuringExecution"))
+    terms = []
+    for term in required.get("nodeSelectorTerms") or []:
+        reqs = []
+        for expr in _mapping(term).get("matchExpressions") or []:
+            expr = _mapping(expr)
+            op = str(expr.get("operator") or "")
+            if op not in ("In", "NotIn", "Exists", "DoesNotExist", "Gt", "Lt"):
+                raise ObjectError(
+                    "spec.affinity.nodeAffinity", f"unknown operator {op!r} in a node selector"
+                )
+            reqs.append(
+                Requirement(
+                    str(expr.get("key") or ""), op, tuple(str(v) for v in expr.get("values") or [])
+                )
+            )
+        for expr in _mapping(term).get("matchFields") or []:
+            expr = _mapping(expr)
+            if expr.get("key") == "metadata.name":
+                reqs.append(
+                    Requirement(
+                        "kubernetes.io/hostname",
+                        str(expr.get("operator") or "In"),
+                        tuple(str(v) for v in expr.get("values") or []),
+                    )
+                )
+        terms.append(NodeSelectorTerm(tuple(reqs)))
+    return tuple(terms)
+
+
+def _affinity_terms(spec: Mapping[str, Any], kind: str) -> tuple[PodAffinityTerm, ...]:
+    section = _mapping(_mapping(spec.get("affinity")).get(kind))
+    out = []
+    for term in section.get("requiredDuringSchedulingIgnoredDuringExecution") or []:
+        term = _mapping(term)
+        labels = _mapping(_mapping(term.get("labelSelector")).get("matchLabels"))
+        out.append(
+            PodAffinityTerm(
+                str(term.get("topologyKey") or ""),
+                tuple(sorted((str(k), str(v)) for k, v in labels.items())),
+            )
+        )
+    return tuple(out)
+
+
+def _tolerations(spec: Mapping[str, Any]) -> tuple[Toleration, ...]:
+    out = []
+    for tol in spec.get("tolerations") or []:
+        tol = _mapping(tol)
+        out.append(
+            Toleration(
+                key=tol.get("key") or None,
+                operator=str(tol.get("operator") or "Equal"),
+                value=tol.get("value"),
+                effect=tol.get("effect") or None,
+            )
+        )
+    return tuple(out)
+
+
+def parse_pod(pod: dict[str, Any]) -> PodInfo:
+    md = _mapping(pod.get("metadata"))
+    spec = _mapping(pod.get("spec"))
+    name = str(md.get("name") or "")
+    labels = {str(k): str(v) for k, v in _mapping(md.get("labels")).items()}
+    annotations = _mapping(md.get("annotations"))
+    requests = _pod_requests(spec, name)
+    try:
+        gpu = gpu_request_from_pod(pod).request
+    except GpuRequestError as exc:
+        raise ObjectError(exc.field, str(exc)) from exc
+    extended = {
+        k: v
+        for k, v in requests.items()
+        if k not in _SKIPPED_RESOURCES and not k.startswith("nvidia.com/mig-") and v
+    }
+    priority = None
+    if TASK_PRIORITY_LABEL in labels:
+        try:
+            priority = int(labels[TASK_PRIORITY_LABEL])
+        except ValueError as exc:
+            raise ObjectError(
+                f"metadata.labels[{TASK_PRIORITY_LABEL}]", "must be an integer"
+            ) from exc
+    groups: list[str] = []
+    if labels.get(GPU_GROUP_LABEL):
+        groups.append(labels[GPU_GROUP_LABEL])
+    prefix = GPU_GROUP_LABEL + "/"
+    groups.extend(sorted(k[len(prefix) :] for k in labels if k.startswith(prefix)))
+    return PodInfo(
+        uid=str(md.get("uid") or f"{md.get('namespace')}/{name}"),
+        name=name,
+        namespace=str(md.get("namespace") or ""),
+        pod_group=str(annotations[POD_GROUP_ANNOTATION])
+        if annotations.get(POD_GROUP_ANNOTATION)
+        else None,
+        cpu_millis=requests.get("cpu", 0.0) * 1000.0,
+        memory_bytes=requests.get("memory", 0.0),
+        gpu=gpu,
+        extended=extended,
+        subgroup=labels.get(SUBGROUP_LABEL) or None,
+        priority=priority,
+        labels=labels,
+        node_selector={str(k): str(v) for k, v in _mapping(spec.get("nodeSelector")).items()},
+        node_affinity=_selector_terms(spec),
+        tolerations=_tolerations(spec),
+        pod_affinity=_affinity_terms(spec, "podAffinity"),
+        pod_anti_affinity=_affinity_terms(spec, "podAntiAffinity"),
+        created_at=parse_time(md.get("creationTimestamp")) or 0.0,
+        gpu_groups=tuple(groups),
+    )
+
+
+def pod_status(
+    pod: dict[str, Any], bind_request: dict[str, Any] | None
+) -> tuple[TaskStatus, str | None, tuple[str, ...] | None]:
+    """(status, node, GPU groups from the BindRequest or None) of a non-terminal pod."""
+    spec = _mapping(pod.get("spec"))
+    status = _mapping(pod.get("status"))
+    node = spec.get("nodeName") or None
+    if node:
+        if _mapping(pod.get("metadata")).get("deletionTimestamp"):
+            return TaskStatus.RELEASING, node, None
+        if status.get("phase") == "Running":
+            return TaskStatus.RUNNING, node, None
+        return TaskStatus.BOUND, node, None
+    if bind_request is not None and bind_request_live(bind_request):
+        br_spec = _mapping(bind_request.get("spec"))
+        groups = tuple(str(g) for g in br_spec.get("selectedGPUGroups") or [])
+        return TaskStatus.BINDING, str(br_spec.get("selectedNode") or "") or None, groups
+    if spec.get("schedulingGates"):
+        return TaskStatus.GATED, None, None
+    return TaskStatus.PENDING, None, None
+
+
+def bind_request_live(br: dict[str, Any]) -> bool:
+    phase = _mapping(br.get("status")).get("phase")
+    return phase != "Failed" and not _mapping(br.get("metadata")).get("deletionTimestamp")
+
+
+def is_terminal(pod: dict[str, Any]) -> bool:
+    return _mapping(pod.get("status")).get("phase") in ("Succeeded", "Failed")
+
+
+# -- nodes --------------------------------------------------------------------------------
+def gpu_memory_mib(labels: Mapping[str, str]) -> float:
+    """``nvidia.com/gpu.memory`` in MiB (values >= 1024^2 are bytes), floored to 100 MiB."""
+    raw = labels.get("nvidia.com/gpu.memory")
+    if raw is None:
+        return 100.0
+    value = float(raw)
+    if value >= 1024**2:
+        value = value / 1024**2
+    return float(int(value // 100) * 100)
+
+
+def parse_node(node: dict[str, Any], foreign: Mapping[str, float] | None = None) -> NodeSpec:
+    md = _mapping(node.get("metadata"))
+    spec = _mapping(node.get("spec"))
+    status = _mapping(node.get("status"))
+    labels = {str(k): str(v) for k, v in _mapping(md.get("labels")).items()}
+    alloc = _mapping(status.get("allocatable")) or _mapping(status.get("capacity"))
+    values = {k: _quantity(v, f"status.allocatable.{k}") for k, v in alloc.items()}
+    foreign = foreign or {}
+    try:
+        memory = gpu_memory_mib(labels)
+    except ValueError as exc:
+        raise ObjectError("metadata.labels[nvidia.com/gpu.memory]", "must be a number") from exc
+    mig_devices = tuple(
+        sorted((k, int(v)) for k, v in values.items() if k.startswith("nvidia.com/mig-") and v)
+    )
+    mig = None
+    if mig_devices or labels.get("node-role.kubernetes.io/mig-enabled") == "true":
+        try:
+            physical = int(labels.get("nvidia.com/gpu.count") or values.get(GPU_RESOURCE, 0))
+        except ValueError as exc:
+            raise ObjectError(
+                "metadata.labels[nvidia.com/gpu.count]", "must be an integer"
+            ) from exc
+        mig = MigSpec(
+            strategy=labels.get("nvidia.com/mig.strategy") or "mixed",
+            physical_gpus=physical,
+            devices=mig_devices,
+        )
+    ready = False
+    for cond in status.get("conditions") or []:
+        cond = _mapping(cond)
+        if cond.get("type") == "Ready":
+            ready = cond.get("status") == "True"
+    taints = tuple(
+        Taint(
+            str(_mapping(t).get("key") or ""),
+            _mapping(t).get("value"),
+            str(_mapping(t).get("effect") or "NoSchedule"),
+        )
+        for t in spec.get("taints") or []
+    )
+    extended = {
+        k: v - foreign.get(k, 0.0)
+        for k, v in values.items()
+        if k not in _SKIPPED_RESOURCES and not k.startswith("nvidia.com/mig-")
+    }
+    return NodeSpec(
+        name=str(md.get("name") or ""),
+        cpu_millis=values.get("cpu", 0.0) * 1000.0 - foreign.get("cpu", 0.0) * 1000.0,
+        memory_bytes=values.get("memory", 0.0) - foreign.get("memory", 0.0),
+        gpus=int(values.get(GPU_RESOURCE, 0.0) - foreign.get(GPU_RESOURCE, 0.0))
+        if not mig_devices
+        else 0,
+        gpu_memory_mib=memory,
+        max_pods=int(values.get("pods", 110) - foreign.get("pods", 0.0)),
+        labels=labels,
+        extended=extended,
+        mig=mig,
+        taints=taints,
+        unschedulable=bool(spec.get("unschedulable")),
+        ready=ready,
+    )
+
+
+# -- queues, podgroups, topologies --------------------------------------------------------
+def parse_queue(queue: dict[str, Any], rank: float) -> QueueSpec:
+    md = _mapping(queue.get("metadata"))
+    spec = _mapping(queue.get("spec"))
+    resources: dict[str, QueueResource] = {}
+    raw = _mapping(spec.get("resources"))
+    if not raw:
+        raise ObjectError("spec.resources", "required (gpu, cpu, memory quotas)")
+    for key in ("gpu", "cpu", "memory"):
+        item = _mapping(raw.get(key))
+        try:
+            quota = float(item.get("quota", 0) or 0)
+            limit = float(item.get("limit", 0) or 0)
+            weight = float(item.get("overQuotaWeight", 0) or 0)
+        except (TypeError, ValueError) as exc:
+            raise ObjectError(f"spec.resources.{key}", f"not a number: {exc}") from exc
+        if key == "memory":  # megabytes (10^6) in the CRD, bytes in the core
+            quota = quota * 1e6 if quota != -1 else -1.0
+            limit = limit * 1e6 if limit != -1 else -1.0
+        resources[key] = QueueResource(quota=quota, limit=limit, over_quota_weight=weight)
+    try:
+        priority = int(spec.get("priority", 100) if spec.get("priority") is not None else 100)
+    except (TypeError, ValueError) as exc:
+        raise ObjectError("spec.priority", "must be an integer") from exc
+    return QueueSpec(
+        name=str(md.get("name") or ""),
+        parent=str(spec.get("parentQueue")) if spec.get("parentQueue") else None,
+        priority=priority,
+        creation_rank=rank,
+        resources=resources,
+        preempt_min_runtime=parse_duration(spec.get("preemptMinRuntime"), "spec.preemptMinRuntime"),
+        reclaim_min_runtime=parse_duration(spec.get("reclaimMinRuntime"), "spec.reclaimMinRuntime"),
+    )
+
+
+def parse_duration(value: Any, where: str) -> float | None:
+    """A Go duration (``1h30m``, ``90s``, ``500ms``) in seconds."""
+    if value is None or value == "":
+        return None
+    import re
+
+    text = str(value)
+    units = {"h": 3600.0, "m": 60.0, "s": 1.0, "ms": 0.001, "us": 1e-6, "µs": 1e-6, "ns": 1e-9}
+    parts = re.findall(r"([0-9]+(?:\.[0-9]+)?)(ms|us|µs|ns|h|m|s)", text)
+    if not parts or "".join(n + u for n, u in parts) != text.lstrip("+"):
+        raise ObjectError(where, f"bad duration {text!r} (expected e.g. 90s, 10m, 1h30m)")
+    return sum(float(n) * units[u] for n, u in parts)
+
+
+def _topology_constraint(raw: Any) -> TopologyConstraint | None:
+    raw = _mapping(raw)
+    if not raw or not raw.get("topology"):
+        return None
+    return TopologyConstraint(
+        topology=str(raw["topology"]),
+        required_level=raw.get("requiredTopologyLevel") or None,
+        preferred_level=raw.get("preferredTopologyLevel") or None,
+    )
+
+
+def priority_of(class_name: str | None, classes: Mapping[str, int], default: int) -> int:
+    if class_name and class_name in classes:
+        return classes[class_name]
+    return default
+
+
+def parse_podgroup(
+    pg: dict[str, Any], classes: Mapping[str, int], default_priority: int
+) -> JobSpec:
+    md = _mapping(pg.get("metadata"))
+    spec = _mapping(pg.get("spec"))
+    annotations = _mapping(md.get("annotations"))
+    queue = spec.get("queue")
+    if not queue:
+        raise ObjectError("spec.queue", "required: the leaf queue of the workload")
+    priority = priority_of(spec.get("priorityClassName"), classes, default_priority)
+    preemptibility = spec.get("preemptibility") or ""
+    if preemptibility not in ("", "preemptible", "non-preemptible"):
+        raise ObjectError(
+            "spec.preemptibility",
+            f"unknown value {preemptibility!r} (preemptible, non-preemptible or empty)",
+        )
+    preemptible = (
+        preemptibility == "preemptible" if preemptibility else priority < NON_PREEMPTIBLE_THRESHOLD
+    )
+    subgroups = []
+    for index, sub in enumerate(spec.get("subGroups") or []):
+        sub = _mapping(sub)
+        if not sub.get("name"):
+            raise ObjectError(f"spec.subGroups[{index}].name", "required")
+        subgroups.append(
+            SubGroupSpec(
+                name=str(sub["name"]),
+                parent=str(sub["parent"]).lower() if sub.get("parent") else None,
+                min_available=int(sub["minMember"]) if sub.get("minMember") is not None else None,
+                min_subgroup=int(sub["minSubGroup"])
+                if sub.get("minSubGroup") is not None
+                else None,
+                topology=_topology_constraint(sub.get("topologyConstraint")),
+            )
+        )
+    min_member = spec.get("minMember")
+    try:
+        min_available = int(min_member) if min_member is not None else None
+    except (TypeError, ValueError) as exc:
+        raise ObjectError("spec.minMember", "must be an integer") from exc
+    namespace = str(md.get("namespace") or "")
+    name = str(md.get("name") or "")
+    return JobSpec(
+        uid=f"{namespace}/{name}",
+        name=name,
+        queue=str(queue),
+        priority=priority,
+        preemptible=preemptible,
+        created_at=parse_time(md.get("creationTimestamp")) or 0.0,
+        tasks=[],
+        namespace=namespace,
+        min_available=min_available,
+        min_subgroup=int(spec["minSubGroup"]) if spec.get("minSubGroup") is not None else None,
+        subgroups=subgroups,
+        topology=_topology_constraint(spec.get("topologyConstraint")),
+        stale_since=parse_time(annotations.get(STALE_SINCE)),
+        last_start_time=parse_time(annotations.get(LAST_START)),
+    )
+
+
+def parse_topology(obj: dict[str, Any]) -> TopologySpec:
+    md = _mapping(obj.get("metadata"))
+    levels: list[str] = []
+    aliases: dict[str, str] = {}
+    for index, level in enumerate(_mapping(obj.get("spec")).get("levels") or []):
+        level = _mapping(level)
+        label = level.get("nodeLabel")
+        if not label:
+            raise ObjectError(f"spec.levels[{index}].nodeLabel", "required")
+        levels.append(str(label))
+        if level.get("alias"):
+            aliases[str(level["alias"])] = str(label)
+    return TopologySpec(name=str(md.get("name") or ""), levels=levels, aliases=aliases)
+
+
+# -- the whole snapshot -------------------------------------------------------------------
+@dataclass
+class BuiltSnapshot:
+    snapshot: Snapshot
+    problems: list[Problem] = field(default_factory=list)
+    pods: dict[str, dict[str, Any]] = field(default_factory=dict)  # task uid -> pod
+    podgroups: dict[str, dict[str, Any]] = field(default_factory=dict)  # job uid -> PodGroup
+    bind_requests: dict[str, dict[str, Any]] = field(default_factory=dict)  # task uid -> BR
+    stale_bind_requests: list[dict[str, Any]] = field(default_factory=list)
+    ungrouped: list[dict[str, Any]] = field(default_factory=list)  # pods without a PodGroup
+    existing_groups: dict[str, set[str]] = field(default_factory=dict)  # node -> GPU groups
+
+
+class SnapshotBuilder:
+    """Turns cache contents into Snapshots; keeps the per-pod parse cache between cycles."""
+
+    def __init__(self, scheduler_name: str, config: SchedulerConfig | None = None) -> None:
+        self.scheduler_name = scheduler_name
+        self.config = config or SchedulerConfig()
+        self._pods: dict[str, tuple[str, PodInfo | ObjectError]] = {}
+        self._nodes: dict[str, tuple[str, NodeSpec | ObjectError]] = {}
+
+    def _pod_info(self, pod: dict[str, Any]) -> PodInfo | ObjectError:
+        md = pod.get("metadata") or {}
+        uid = str(md.get("uid") or "")
+        rv = str(md.get("resourceVersion") or "")
+        hit = self._pods.get(uid)
+        if hit is not None and hit[0] == rv:
+            return hit[1]
+        try:
+            info: PodInfo | ObjectError = parse_pod(pod)
+        except ObjectError as exc:
+            info = exc
+        self._pods[uid] = (rv, info)
+        return info
+
+    def build(
+        self,
+        *,
+        pods: Iterable[dict[str, Any]],
+        nodes: Iterable[dict[str, Any]],
+        podgroups: Iterable[dict[str, Any]],
+        queues: Iterable[dict[str, Any]],
+        bind_requests: Iterable[dict[str, Any]],
+        topologies: Iterable[dict[str, Any]] = (),
+        priority_classes: Iterable[dict[str, Any]] = (),
+        now: float | None = None,
+    ) -> BuiltSnapshot:
+        problems: list[Problem] = []
+        classes: dict[str, int] = {}
+        default_priority = DEFAULT_PRIORITY
+        for pc in priority_classes:
+            name = (pc.get("metadata") or {}).get("name")
+            try:
+                value = int(pc.get("value", 0))
+            except (TypeError, ValueError):
+                continue
+            if name:
+                classes[str(name)] = value
+            if pc.get("globalDefault"):
+                default_priority = value
+
+        brs_by_pod: dict[tuple[str, str], dict[str, Any]] = {}
+        for br in bind_requests:
+            md = br.get("metadata") or {}
+            pod_name = (br.get("spec") or {}).get("podName") or md.get("name")
+            brs_by_pod[(md.get("namespace") or "", str(pod_name))] = br
+
+        # pods: ours become tasks; others on nodes reduce the node's capacity
+        foreign: dict[str, dict[str, float]] = {}
+        tasks_by_group: dict[tuple[str, str], list[TaskSpec]] = {}
+        built = BuiltSnapshot(snapshot=Snapshot(now=0.0, nodes=[], queues=[], jobs=[]))
+        seen_uids: set[str] = set()
+        for pod in pods:
+            if is_terminal(pod):
+                continue
+            md = pod.get("metadata") or {}
+            spec = pod.get("spec") or {}
+            ns = md.get("namespace") or ""
+            uid = str(md.get("uid") or "")
+            seen_uids.add(uid)
+            ours = spec.get("schedulerName") == self.scheduler_name
+            if ns == RESERVATION_NAMESPACE:
+                continue  # GPU reservations: their GPU is the shared group's device
+            if not ours:
+                if spec.get("nodeName"):
+                    try:
+                        req = _pod_requests(spec, md.get("name") or "")
+                    except ObjectError:
+                        continue
+                    acc = foreign.setdefault(spec["nodeName"], {})
+                    for k, v in req.items():
+                        acc[k] = acc.get(k, 0.0) + v
+                    acc["pods"] = acc.get("pods", 0.0) + 1
+                continue
+            info = self._pod_info(pod)
+            if isinstance(info, ObjectError):
+                problems.append(Problem(pod, info.field, info.message))
+                continue
+            br = brs_by_pod.pop((ns, info.name), None)
+            status, node, br_groups = pod_status(pod, br)
+            if info.pod_group is None and not spec.get("nodeName"):
+                built.ungrouped.append(pod)
+                continue
+            groups = br_groups if br_groups is not None else info.gpu_groups
+            task = TaskSpec(
+                uid=info.uid,
+                name=info.name,
+                job=f"{ns}/{info.pod_group}",
+                status=status,
+                cpu_millis=info.cpu_millis,
+                memory_bytes=info.memory_bytes,
+                gpu=info.gpu,
+                node=node,
+                gpu_groups=groups if status is not TaskStatus.PENDING else (),
+                extended=info.extended,
+                subgroup=info.subgroup,
+                priority=info.priority,
+                labels=info.labels,
+                node_selector=info.node_selector,
+                node_affinity=info.node_affinity,
+                tolerations=info.tolerations,
+                pod_affinity=info.pod_affinity,
+                pod_anti_affinity=info.pod_anti_affinity,
+                created_at=info.created_at,
+                namespace=ns,
+            )
+            built.pods[info.uid] = pod
+            if br is not None:
+                built.bind_requests[info.uid] = br
+            if info.pod_group is None:
+                # placed pod without a group (bound by someone else): capacity only
+                acc = foreign.setdefault(node or "", {})
+                acc["cpu"] = acc.get("cpu", 0.0) + info.cpu_millis / 1000.0
+                acc["memory"] = acc.get("memory", 0.0) + info.memory_bytes
+                acc[GPU_RESOURCE] = acc.get(GPU_RESOURCE, 0.0) + info.gpu.whole
+                acc["pods"] = acc.get("pods", 0.0) + 1
+                continue
+            tasks_by_group.setdefault((ns, info.pod_group), []).append(task)
+        # BindRequests whose pod is gone (or terminal) are left for the caller to delete
+        built.stale_bind_requests = list(brs_by_pod.values())
+        for uid in [u for u in self._pods if u not in seen_uids]:
+            del self._pods[uid]
+
+        node_specs: list[NodeSpec] = []
+        for node in nodes:
+            md = node.get("metadata") or {}
+            name = str(md.get("name") or "")
+            try:
+                spec_node = parse_node(node, foreign.get(name))
+            except ObjectError as exc:
+                problems.append(Problem(node, exc.field, exc.message))
+                continue
+            node_specs.append(spec_node)
+        node_names = {n.name for n in node_specs}
+
+        queue_specs: list[QueueSpec] = []
+        ordered = sorted(
+            queues,
+            key=lambda q: (
+                str((q.get("metadata") or {}).get("creationTimestamp") or ""),
+                str((q.get("metadata") or {}).get("uid") or ""),
+            ),
+        )
+        for rank, queue in enumerate(ordered):
+            try:
+                queue_specs.append(parse_queue(queue, float(rank)))
+            except ObjectError as exc:
+                problems.append(Problem(queue, exc.field, exc.message))
+
+        jobs: list[JobSpec] = []
+        for pg in podgroups:
+            md = pg.get("metadata") or {}
+            key = (md.get("namespace") or "", md.get("name") or "")
+            tasks = tasks_by_group.pop(key, [])
+            try:
+                job = parse_podgroup(pg, classes, default_priority)
+            except (ObjectError, ValueError, TypeError) as exc:
+                problem = (
+                    Problem(pg, exc.field, exc.message)
+                    if isinstance(exc, ObjectError)
+                    else Problem(pg, "spec", str(exc))
+                )
+                problems.append(problem)
+                continue
+            valid = []
+            for task in tasks:
+                if task.node is not None and task.node not in node_names:
+                    if task.status is TaskStatus.BINDING:
+                        # its BindRequest names a node that is gone: pending again
+                        task.status, task.node, task.gpu_groups = TaskStatus.PENDING, None, ()
+                    else:
+                        continue  # on an unknown node: holds nothing we schedule
+                valid.append(task)
+            if not valid:
+                continue
+            job.tasks = valid
+            jobs.append(job)
+            built.podgroups[job.uid] = pg
+            for task in valid:
+                if task.node is not None and task.gpu_groups:
+                    built.existing_groups.setdefault(task.node, set()).update(task.gpu_groups)
+        # pods that name a PodGroup not (yet) in the cache wait for the pod-grouper
+        for grouped in tasks_by_group.values():
+            for task in grouped:
+                pod = built.pods.pop(task.uid, None)
+                if pod is not None and task.node is None:
+                    built.ungrouped.append(pod)
+
+        topo_specs = []
+        for topo in topologies:
+            try:
+                topo_specs.append(parse_topology(topo))
+            except ObjectError as exc:
+                problems.append(Problem(topo, exc.field, exc.message))
+
+        built.snapshot = Snapshot(
+            now=time.time() if now is None else now,
+            nodes=sorted(node_specs, key=lambda n: n.name),
+            queues=queue_specs,
+            jobs=sorted(jobs, key=lambda j: j.uid),
+            topologies=topo_specs,
+            config=self.config,
+        )
+        built.problems = problems
+        return built

@@ -1,0 +1,143 @@
+"""Queue status and PodGroup ``resourcesStatus`` from the scheduler's latest cycle.
+
+KAI has a queue-controller and a podgroup-controller for this; here one writer fed by the
+scheduler's results does both, in its own thread and at its own pace (``period``), so status
+writes never slow a scheduling cycle. Writes are compare-then-patch on the status subresource.
+
+- Queue: ``childQueues``, ``allocated``, ``allocatedNonPreemptible``, ``requested`` (KAI's
+  fields, as resource lists ``nvidia.com/gpu``/``cpu``/``memory``) and this project's
+  ``fairShare``.
+- PodGroup: ``resourcesStatus.{requested, allocated, allocatedNonPreemptible}``.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+from kai.kube.client import Kube, KubeError
+from kai.kube.resources import PODGROUPS, QUEUES
+from kai.kube.writes import patch_if_changed
+from kai.reconcilers.snapshot_builder import BuiltSnapshot
+from kai.scheduler.gpu_request import queue_gpus
+from kai.scheduler.result import SessionResult
+from kai.scheduler.snapshot import ALLOCATED_STATUSES
+
+log = logging.getLogger("kai.status")
+
+
+def gpu_text(value: float) -> str:
+    text = f"{value:.3f}".rstrip("0").rstrip(".")
+    return text or "0"
+
+
+def resource_list(figures: dict[str, float]) -> dict[str, str]:
+    """Core units (GPUs, millicores, bytes) -> a Kubernetes resource list."""
+    return {
+        "nvidia.com/gpu": gpu_text(figures.get("gpu", 0.0)),
+        "cpu": f"{round(figures.get('cpu', 0.0))}m",
+        "memory": str(round(figures.get("memory", 0.0))),
+    }
+
+
+class StatusWriter:
+    def __init__(
+        self, kube: Kube, queues_informer: Any, *, period: float = 2.0, workers: int = 4
+    ) -> None:
+        self.kube = kube
+        self.queues = queues_informer
+        self.period = period
+        self.pool = ThreadPoolExecutor(workers, thread_name_prefix="status")
+        self._latest: tuple[BuiltSnapshot, SessionResult] | None = None
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, name="status-writer", daemon=True)
+        self.writes = 0
+
+    def __call__(self, built: BuiltSnapshot, result: SessionResult) -> None:
+        with self._lock:
+            self._latest = (built, result)
+
+    def start(self) -> StatusWriter:
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(timeout=10)
+        self.pool.shutdown(wait=True, cancel_futures=True)
+
+    def _loop(self) -> None:
+        while not self._stop.wait(self.period):
+            with self._lock:
+                latest, self._latest = self._latest, None
+            if latest is None:
+                continue
+            try:
+                self.write(*latest)
+            except Exception:
+                log.exception("status write failed")
+
+    def write(self, built: BuiltSnapshot, result: SessionResult) -> None:
+        futures = []
+        children: dict[str, list[str]] = {}
+        for q in built.snapshot.queues:
+            if q.parent:
+                children.setdefault(q.parent, []).append(q.name)
+        for queue in self.queues.items():
+            name = queue["metadata"]["name"]
+            share = result.queues.get(name)
+            status: dict[str, Any] = {"childQueues": sorted(children.get(name, [])) or None}
+            if share is not None:
+                status.update(
+                    {
+                        "allocated": resource_list(share.allocated),
+                        "allocatedNonPreemptible": resource_list(share.allocated_non_preemptible),
+                        "requested": resource_list(share.requested),
+                        "fairShare": resource_list(share.fair_share),
+                    }
+                )
+            futures.append(self.pool.submit(self._patch, QUEUES, queue, {"status": status}))
+        min_memory = min(
+            (n.gpu_memory_mib for n in built.snapshot.nodes if n.gpus > 0), default=None
+        )
+        for job in built.snapshot.jobs:
+            pg = built.podgroups.get(job.uid)
+            if pg is None:
+                continue
+            requested = {"gpu": 0.0, "cpu": 0.0, "memory": 0.0}
+            allocated = dict.fromkeys(requested, 0.0)
+            for task in job.tasks:
+                figures = {
+                    "gpu": queue_gpus(task.gpu, min_memory),
+                    "cpu": task.cpu_millis,
+                    "memory": task.memory_bytes,
+                }
+                outcome = result.tasks.get(task.uid)
+                for key, value in figures.items():
+                    requested[key] += value
+                    if outcome is not None and outcome.status in ALLOCATED_STATUSES:
+                        allocated[key] += value
+            resources = {
+                "requested": resource_list(requested),
+                "allocated": resource_list(allocated),
+                "allocatedNonPreemptible": resource_list(
+                    allocated if not job.preemptible else dict.fromkeys(allocated, 0.0)
+                ),
+            }
+            futures.append(
+                self.pool.submit(
+                    self._patch, PODGROUPS, pg, {"status": {"resourcesStatus": resources}}
+                )
+            )
+        for future in futures:
+            future.result()
+
+    def _patch(self, res: Any, obj: dict[str, Any], patch: dict[str, Any]) -> None:
+        try:
+            if patch_if_changed(self.kube, res, obj, patch, sub="status") is not None:
+                self.writes += 1
+        except KubeError as exc:
+            log.info("cannot write %s %s status: %s", res.kind, obj["metadata"]["name"], exc)

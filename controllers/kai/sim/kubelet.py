@@ -1,0 +1,313 @@
+"""A simulated kubelet for every simulated node (KWOK-style stages).
+
+- A pod bound to a simulated node is started: phase Running, Ready conditions, a pod IP.
+- A pod with the annotation ``kai.sim/duration-seconds: "N"`` completes N seconds after it
+  started (phase Succeeded; ``kai.sim/exit-code`` non-zero makes it Failed).
+- A GPU reservation pod (namespace ``kai-resource-reservation``) publishes a fake GPU UUID in
+  ``run.ai/reserve_for_gpu_index``, as the real reservation image does through NVML.
+- A pod being deleted gracefully is finished (deleted with grace 0) after
+  ``termination_delay`` seconds, as a kubelet does once its containers stopped.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import heapq
+import logging
+import threading
+import time
+import uuid
+from concurrent.futures import ThreadPoolExecutor
+from datetime import UTC, datetime
+from typing import Any
+
+from kai.kube.client import ApiError, Kube, KubeError
+from kai.kube.informer import Informer
+from kai.kube.resources import PODS
+from kai.kube.writes import delete_if_present, patch_if_changed
+from kai.sim.nodes import SIMULATED_LABEL
+
+log = logging.getLogger("kai.sim.kubelet")
+
+DURATION_ANNOTATION = "kai.sim/duration-seconds"
+EXIT_CODE_ANNOTATION = "kai.sim/exit-code"
+RESERVATION_NAMESPACE = "kai-resource-reservation"
+GPU_INDEX_ANNOTATION = "run.ai/reserve_for_gpu_index"
+
+
+def _now() -> str:
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def fake_gpu_uuid(node: str, group: str) -> str:
+    digest = hashlib.sha256(f"{node}/{group}".encode()).digest()[:16]
+    return f"GPU-{uuid.UUID(bytes=digest)}"
+
+
+def _pod_ip(uid: str) -> str:
+    h = hashlib.sha256(uid.encode()).digest()
+    return f"10.{h[0]}.{h[1]}.{max(1, h[2] % 255)}"
+
+
+class Kubelet:
+    """Plays the kubelet of every node labelled ``kai.sim/simulated=true``."""
+
+    def __init__(
+        self,
+        kube: Kube,
+        pods: Informer,
+        nodes: Informer,
+        *,
+        workers: int = 8,
+        termination_delay: float = 0.0,
+    ) -> None:
+        self.kube = kube
+        self.pods = pods
+        self.nodes = nodes
+        self.termination_delay = termination_delay
+        self.pool = ThreadPoolExecutor(workers, thread_name_prefix="sim-kubelet")
+        self._inflight: set[tuple[str, str]] = set()
+        self._lock = threading.Lock()
+        self._timers: list[tuple[float, str, str, str, str]] = []  # (due, kind, ns, name, uid)
+        self._timer_cv = threading.Condition()
+        self._stop = threading.Event()
+        self._timer_thread = threading.Thread(
+            target=self._timer_loop, name="sim-kubelet-timers", daemon=True
+        )
+        self.started = 0
+        self.completed = 0
+        pods.add_handler(self._on_pod)
+
+    def start(self) -> Kubelet:
+        self._timer_thread.start()
+        # pods already in the cache when we attach
+        for pod in self.pods.items():
+            self._on_pod("ADDED", pod, None)
+        return self
+
+    def stop(self) -> None:
+        self._stop.set()
+        with self._timer_cv:
+            self._timer_cv.notify_all()
+        self._timer_thread.join(timeout=5)
+        self.pool.shutdown(wait=True, cancel_futures=True)
+
+    def _simulated(self, node_name: str) -> bool:
+        node = self.nodes.get(node_name)
+        return bool(node and (node["metadata"].get("labels") or {}).get(SIMULATED_LABEL) == "true")
+
+    # -- events --------------------------------------------------------------------------
+    def _on_pod(self, etype: str, pod: dict[str, Any], old: dict[str, Any] | None) -> None:
+        if etype == "DELETED" or self._stop.is_set():
+            return
+        spec = pod.get("spec") or {}
+        node = spec.get("nodeName")
+        if not node or not self._simulated(node):
+            return
+        md = pod["metadata"]
+        phase = (pod.get("status") or {}).get("phase")
+        if md.get("deletionTimestamp"):
+            self._submit("delete", md, self.termination_delay)
+        elif phase in (None, "", "Pending") or (
+            md.get("namespace") == RESERVATION_NAMESPACE
+            and phase == "Running"
+            and not (md.get("annotations") or {}).get(GPU_INDEX_ANNOTATION)
+        ):
+            self._submit("start", md, 0.0)
+
+    def _submit(self, kind: str, md: dict[str, Any], delay: float) -> None:
+        key = (kind, f"{md['namespace']}/{md['name']}")
+        with self._lock:
+            if key in self._inflight:
+                return
+            self._inflight.add(key)
+        if delay > 0:
+            self._schedule(time.monotonic() + delay, kind, md)
+            return
+        with contextlib.suppress(RuntimeError):
+            self.pool.submit(self._run, kind, md["namespace"], md["name"], md.get("uid", ""))
+
+    def _schedule(self, due: float, kind: str, md: dict[str, Any]) -> None:
+        with self._timer_cv:
+            heapq.heappush(
+                self._timers, (due, kind, md["namespace"], md["name"], md.get("uid", ""))
+            )
+            self._timer_cv.notify()
+
+    def _timer_loop(self) -> None:
+        while not self._stop.is_set():
+            with self._timer_cv:
+                while not self._stop.is_set() and (
+                    not self._timers or self._timers[0][0] > time.monotonic()
+                ):
+                    wait = self._timers[0][0] - time.monotonic() if self._timers else 1.0
+                    self._timer_cv.wait(max(0.01, min(wait, 1.0)))
+                if self._stop.is_set():
+                    return
+                _, kind, ns, name, uid = heapq.heappop(self._timers)
+            try:
+                self.pool.submit(self._run, kind, ns, name, uid)
+            except RuntimeError:
+                return
+
+    # -- work ----------------------------------------------------------------------------
+    def _run(self, kind: str, ns: str, name: str, uid: str) -> None:
+        try:
+            if kind == "start":
+                self._start_pod(ns, name)
+            elif kind == "complete":
+                self._complete_pod(ns, name, uid)
+            elif kind == "delete":
+                delete_if_present(self.kube, PODS, name, ns, grace_period_seconds=0, uid=uid)
+        except KubeError as exc:
+            log.info("kubelet: %s %s/%s: %s", kind, ns, name, exc)
+            if kind != "complete":
+                # try again later: the cache event that triggered us will not come again
+                with self._lock:
+                    self._inflight.discard((kind, f"{ns}/{name}"))
+                pod = self.pods.get(name, ns)
+                if pod is not None and not self._stop.is_set():
+                    self._schedule(time.monotonic() + 0.5, kind, pod["metadata"])
+                    with self._lock:
+                        self._inflight.add((kind, f"{ns}/{name}"))
+                return
+        except Exception:
+            log.exception("kubelet: %s %s/%s failed", kind, ns, name)
+        with self._lock:
+            self._inflight.discard((kind, f"{ns}/{name}"))
+
+    def _start_pod(self, ns: str, name: str) -> None:
+        pod = self.pods.get(name, ns)
+        if pod is None or pod["metadata"].get("deletionTimestamp"):
+            return
+        md = pod["metadata"]
+        annotations = md.get("annotations") or {}
+        node = pod["spec"]["nodeName"]
+        if ns == RESERVATION_NAMESPACE and not annotations.get(GPU_INDEX_ANNOTATION):
+            group = (md.get("labels") or {}).get("runai-gpu-group", name)
+            pod = (
+                patch_if_changed(
+                    self.kube,
+                    PODS,
+                    pod,
+                    {
+                        "metadata": {
+                            "annotations": {GPU_INDEX_ANNOTATION: fake_gpu_uuid(node, group)}
+                        }
+                    },
+                )
+                or pod
+            )
+        status = pod.get("status") or {}
+        if status.get("phase") == "Running":
+            return
+        now = _now()
+        containers = [
+            {
+                "name": c.get("name", "main"),
+                "image": c.get("image", ""),
+                "ready": True,
+                "started": True,
+                "restartCount": 0,
+                "state": {"running": {"startedAt": now}},
+            }
+            for c in (pod.get("spec") or {}).get("containers") or []
+        ]
+        conditions = [
+            {"type": t, "status": "True", "lastProbeTime": None, "lastTransitionTime": now}
+            for t in ("PodScheduled", "Initialized", "ContainersReady", "Ready")
+        ]
+        ip = _pod_ip(md.get("uid", name))
+        try:
+            patch_if_changed(
+                self.kube,
+                PODS,
+                pod,
+                {
+                    "status": {
+                        "phase": "Running",
+                        "conditions": conditions,
+                        "containerStatuses": containers,
+                        "startTime": now,
+                        "hostIP": "192.168.0.1",
+                        "podIP": ip,
+                        "podIPs": [{"ip": ip}],
+                    }
+                },
+                sub="status",
+            )
+        except ApiError as exc:
+            if exc.status != 404:
+                raise
+            return
+        self.started += 1
+        duration = annotations.get(DURATION_ANNOTATION)
+        if duration:
+            try:
+                seconds = float(duration)
+            except ValueError:
+                log.warning(
+                    "pod %s/%s: %s=%r is not a number of seconds; runs forever",
+                    ns,
+                    name,
+                    DURATION_ANNOTATION,
+                    duration,
+                )
+                return
+            self._schedule(time.monotonic() + max(0.0, seconds), "complete", md)
+
+    def _complete_pod(self, ns: str, name: str, uid: str) -> None:
+        pod = self.pods.get(name, ns)
+        if pod is None or pod["metadata"].get("uid") != uid:
+            return
+        annotations = pod["metadata"].get("annotations") or {}
+        code = annotations.get(EXIT_CODE_ANNOTATION, "0")
+        failed = code not in ("", "0")
+        now = _now()
+        containers = [
+            {
+                "name": c.get("name", "main"),
+                "image": c.get("image", ""),
+                "ready": False,
+                "started": False,
+                "restartCount": 0,
+                "state": {
+                    "terminated": {
+                        "exitCode": int(code) if code.lstrip("-").isdigit() else 1,
+                        "reason": "Error" if failed else "Completed",
+                        "finishedAt": now,
+                    }
+                },
+            }
+            for c in (pod.get("spec") or {}).get("containers") or []
+        ]
+        patch_if_changed(
+            self.kube,
+            PODS,
+            pod,
+            {
+                "status": {
+                    "phase": "Failed" if failed else "Succeeded",
+                    "containerStatuses": containers,
+                    "conditions": [
+                        {
+                            "type": "Ready",
+                            "status": "False",
+                            "reason": "PodCompleted",
+                            "lastProbeTime": None,
+                            "lastTransitionTime": now,
+                        },
+                        {
+                            "type": "ContainersReady",
+                            "status": "False",
+                            "reason": "PodCompleted",
+                            "lastProbeTime": None,
+                            "lastTransitionTime": now,
+                        },
+                    ],
+                }
+            },
+            sub="status",
+        )
+        self.completed += 1

@@ -1,0 +1,300 @@
+"""The whole live system in one process: what ``kai up``, the end-to-end tests and the
+benchmark start. Every component talks to the API server over HTTP through its own client,
+exactly as separate deployments would; they share nothing but the server.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from kai.kube.client import ApiError, Kube
+from kai.kube.events import EventRecorder
+from kai.kube.informer import Informer, InformerSet
+from kai.kube.leader import LeaderElector
+from kai.kube.resources import BY_KIND, CRDS, JOBS, NAMESPACES, PODGROUPS, PODS
+from kai.kube.writes import create_if_absent, patch_if_changed, with_retries
+from kai.reconcilers.binder import Binder
+from kai.reconcilers.metrics import SchedulerMetrics
+from kai.reconcilers.podgrouper import PodGrouper
+from kai.reconcilers.scheduler import Scheduler, SchedulerOptions, make_informers
+from kai.reconcilers.status import StatusWriter
+from kai.scheduler.snapshot import SchedulerConfig
+from kai.sim.kubelet import Kubelet
+from kai.sim.nodes import NodeLifecycle
+
+log = logging.getLogger("kai.sim.system")
+
+PRIORITY_CLASSES = (
+    ("train", 50, "Preemptible training workloads (KAI default)"),
+    ("build-preemptible", 75, "Preemptible interactive workloads"),
+    ("build", 100, "Non-preemptible interactive workloads"),
+    ("inference", 125, "Non-preemptible inference workloads"),
+)
+SYSTEM_NAMESPACES = ("kai-scheduler", "kai-resource-reservation")
+
+
+def identity(component: str) -> str:
+    return f"{component}-{socket.gethostname()}-{os.getpid()}"
+
+
+def kai_crds() -> list[dict[str, Any]]:
+    """The project's CRDs, generated from the kai.api models (same as manifests/crds/)."""
+    from kai.api.crd import crd_manifest
+    from kai.api.registry import all_kinds, json_schema
+
+    return [crd_manifest(info.model, json_schema(info)) for info in all_kinds()]
+
+
+def wait_for_crds(kube: Kube, names: list[str], timeout: float = 30.0) -> None:
+    deadline = time.monotonic() + timeout
+    for name in names:
+        while True:
+            crd = with_retries(lambda n=name: kube.get(CRDS, n))
+            conds = {
+                c.get("type"): c.get("status")
+                for c in (crd.get("status") or {}).get("conditions") or []
+            }
+            if conds.get("Established") == "True" or not conds:
+                break
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"CRD {name} not established after {timeout}s")
+            time.sleep(0.05)
+
+
+def apply_objects(kube: Kube, objects: list[dict[str, Any]]) -> list[str]:
+    """Create each object, or merge-patch its spec/data/labels when it exists. Returns a
+    list of problems (one per refused object); nothing is half-applied per object."""
+    problems = []
+    for obj in objects:
+        res = BY_KIND.get((obj.get("apiVersion", ""), obj.get("kind", "")))
+        md = obj.get("metadata") or {}
+        what = f"{obj.get('kind')} {md.get('name')}"
+        if res is None:
+            problems.append(f"{what}: kind not known to kai up; skipped")
+            continue
+        if res.namespaced and md.get("namespace"):
+            create_if_absent(
+                kube,
+                NAMESPACES,
+                {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": md["namespace"]}},
+            )
+        try:
+            if not create_if_absent(kube, res, obj):
+                current = kube.get(res, md["name"], md.get("namespace"))
+                patch = {k: v for k, v in obj.items() if k in ("spec", "data")}
+                patch["metadata"] = {k: v for k, v in md.items() if k in ("labels", "annotations")}
+                patch_if_changed(kube, res, current, patch)
+        except ApiError as exc:
+            problems.append(f"{what}: {exc.message or exc}")
+    return problems
+
+
+def bootstrap(kube: Kube) -> None:
+    """CRDs, system namespaces and KAI's PriorityClasses."""
+    crds = kai_crds()
+    for crd in crds:
+        create_if_absent(kube, CRDS, crd)
+    wait_for_crds(kube, [c["metadata"]["name"] for c in crds])
+    for ns in SYSTEM_NAMESPACES:
+        create_if_absent(
+            kube, NAMESPACES, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}}
+        )
+    from kai.kube.resources import PRIORITY_CLASSES as PC
+
+    for name, value, description in PRIORITY_CLASSES:
+        create_if_absent(
+            kube,
+            PC,
+            {
+                "apiVersion": "scheduling.k8s.io/v1",
+                "kind": "PriorityClass",
+                "metadata": {"name": name},
+                "value": value,
+                "description": description,
+                "preemptionPolicy": "PreemptLowerPriority",
+            },
+        )
+
+
+@dataclass
+class SystemOptions:
+    scheduler_name: str = "kai-scheduler"
+    period: float = 1.0
+    status_period: float = 2.0
+    config: SchedulerConfig | None = None
+    leader_election: bool = True
+    lease_namespace: str = "kai-scheduler"
+    lease_duration: float = 15.0
+    renew_period: float = 10.0
+    retry_period: float = 2.0
+    kubelet: bool = True
+    kubelet_termination_delay: float = 0.0
+    binder_workers: int = 16
+    grouper_workers: int = 8
+    components: tuple[str, ...] = ("scheduler", "binder", "podgrouper", "nodes")
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+class System:
+    """Scheduler, binder, pod-grouper and the simulated node side, on one API server."""
+
+    def __init__(self, kubeconfig: str, options: SystemOptions | None = None) -> None:
+        self.kubeconfig = kubeconfig
+        self.options = options or SystemOptions()
+        self.stoppers: list[Any] = []
+        self.scheduler: Scheduler | None = None
+        self.binder: Binder | None = None
+        self.grouper: PodGrouper | None = None
+        self.kubelet: Kubelet | None = None
+        self.metrics = SchedulerMetrics()
+        self.informers: dict[str, Any] = {}
+
+    def _kube(self) -> Kube:
+        kube = Kube.from_kubeconfig(self.kubeconfig)
+        self.stoppers.append(kube.close)
+        return kube
+
+    def _elector(self, kube: Kube, lease: str, component: str) -> LeaderElector | None:
+        o = self.options
+        if not o.leader_election:
+            return None
+        elector = LeaderElector(
+            kube,
+            lease,
+            o.lease_namespace,
+            identity(component),
+            lease_duration=o.lease_duration,
+            renew_period=o.renew_period,
+            retry_period=o.retry_period,
+        ).start()
+        self.stoppers.append(elector.stop)
+        return elector
+
+    def start(self, sync_timeout: float = 60.0) -> System:
+        o = self.options
+        wanted = set(o.components)
+        if "scheduler" in wanted:
+            kube = self._kube()
+            recorder = EventRecorder(kube, "kai-scheduler").start()
+            self.stoppers.append(recorder.stop)
+            informers = make_informers(kube, o.scheduler_name)
+            elector = self._elector(kube, "kai-scheduler", "kai-scheduler")
+            scheduler = Scheduler(
+                kube,
+                informers,
+                recorder,
+                SchedulerOptions(o.scheduler_name, o.period, o.config),
+                self.metrics,
+                is_leader=(lambda: elector.is_leader) if elector else None,
+            )
+            status = StatusWriter(kube, informers["queues"], period=o.status_period)
+            scheduler.result_listeners.append(status)
+            informers.start()
+            self.stoppers.append(informers.stop)
+            informers.wait_synced(sync_timeout)
+            scheduler.start()
+            status.start()
+            self.stoppers.append(status.stop)
+            self.stoppers.append(scheduler.stop)
+            self.scheduler = scheduler
+            self.informers["scheduler"] = informers
+        if "binder" in wanted:
+            kube = self._kube()
+            recorder = EventRecorder(kube, "kai-binder").start()
+            self.stoppers.append(recorder.stop)
+            from kai.kube.resources import BIND_REQUESTS
+
+            binformers = InformerSet(kube)
+            brs = binformers.add("bindrequests", BIND_REQUESTS)
+            pods = binformers.add("pods", PODS)
+            binformers.start()
+            self.stoppers.append(binformers.stop)
+            binformers.wait_synced(sync_timeout)
+            self.binder = Binder(kube, brs, pods, recorder, workers=o.binder_workers).start()
+            self.stoppers.append(self.binder.stop)
+            self.informers["binder"] = binformers
+        if "podgrouper" in wanted:
+            kube = self._kube()
+            recorder = EventRecorder(kube, "kai-podgrouper").start()
+            self.stoppers.append(recorder.stop)
+            ginformers = InformerSet(kube)
+            gpods = ginformers.add(
+                "pods", PODS, field_selector=f"spec.schedulerName={o.scheduler_name}"
+            )
+            jobs = ginformers.add("jobs", JOBS)
+            pgs = ginformers.add("podgroups", PODGROUPS)
+            ginformers.start()
+            self.stoppers.append(ginformers.stop)
+            ginformers.wait_synced(sync_timeout)
+            self.grouper = PodGrouper(
+                kube,
+                gpods,
+                jobs,
+                pgs,
+                recorder,
+                scheduler_name=o.scheduler_name,
+                workers=o.grouper_workers,
+            ).start()
+            self.stoppers.append(self.grouper.stop)
+            self.informers["podgrouper"] = ginformers
+        if "nodes" in wanted:
+            kube = self._kube()
+            from kai.kube.resources import NODES
+
+            ninformers = InformerSet(kube)
+            nodes: Informer = ninformers.add("nodes", NODES)
+            npods = ninformers.add("pods", PODS)
+            lifecycle = NodeLifecycle(kube, nodes)
+            ninformers.start()
+            self.stoppers.append(ninformers.stop)
+            self.stoppers.append(lifecycle.stop)
+            ninformers.wait_synced(sync_timeout)
+            if o.kubelet:
+                self.kubelet = Kubelet(
+                    kube, npods, nodes, termination_delay=o.kubelet_termination_delay
+                ).start()
+                self.stoppers.append(self.kubelet.stop)
+            self.informers["nodes"] = ninformers
+        return self
+
+    def stop(self) -> None:
+        # components first (reverse start order), then informers and clients
+        for stop in reversed(self.stoppers):
+            try:
+                stop()
+            except Exception:
+                log.exception("stopping %r failed", stop)
+        self.stoppers.clear()
+
+    def __enter__(self) -> System:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+def wait_until(check: Any, timeout: float, interval: float = 0.1) -> bool:
+    deadline = time.monotonic() + timeout
+    stop = threading.Event()
+    while time.monotonic() < deadline:
+        if check():
+            return True
+        stop.wait(interval)
+    return bool(check())
+
+
+def default_gitops_path() -> Path | None:
+    """examples/gitops of a source checkout, if this is one."""
+    here = Path(__file__).resolve()
+    for parent in here.parents:
+        candidate = parent / "examples" / "gitops"
+        if candidate.is_dir():
+            return candidate
+    return None
