@@ -272,3 +272,21 @@ def test_the_same_object_twice_is_a_document_error(check) -> None:
         "metadata.name",
     )
     assert "already defined at t.yaml:4" in problem.message
+
+
+def test_example_documents_parse_with_their_models() -> None:
+    from pathlib import Path
+
+    from kai.gitops.loader import load_paths
+    from kai.gitops.validate import validate
+
+    examples = Path(__file__).resolve().parents[3] / "examples" / "gitops"
+    report = validate(load_paths([str(examples)]))
+    assert report.ok
+    kinds = set()
+    for document in report.documents:
+        info = lookup(document.api_version or "", document.kind or "")
+        assert info is not None
+        info.model.model_validate(document.data)
+        kinds.add(document.kind)
+    assert kinds == {"QueueTree", "Queue", "TopologyPolicy", "SharingPolicy", "SchedulerPolicy"}
