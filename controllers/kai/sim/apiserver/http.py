@@ -7,9 +7,12 @@ long-lived blocking loops that fit a thread each, and nothing heavier needs impo
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import queue
 import time
+from email.utils import formatdate
+from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qsl, urlsplit
@@ -33,6 +36,18 @@ if TYPE_CHECKING:
     from kai.sim.apiserver.storage import Event
 
 log = logging.getLogger("kai.sim.apiserver")
+_PHRASES = {status.value: status.phrase for status in HTTPStatus}
+_date_cache: list[Any] = [0, ""]
+
+
+def _http_date() -> str:
+    now = int(time.time())
+    if now != _date_cache[0]:
+        _date_cache[0] = now
+        _date_cache[1] = formatdate(now, usegmt=True)
+    return str(_date_cache[1])
+
+
 _PATCH_TYPES = (
     "application/json-patch+json",
     "application/merge-patch+json",
@@ -98,7 +113,9 @@ def _parse_resource_path(parts: list[str]) -> _Route | None:
 
 class ApiHandler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
+    disable_nagle_algorithm = True  # small responses must not wait for delayed ACKs
     server: ApiHTTPServer
+    _pending: list[bytes]
     server_version = "kai-sim-apiserver"
 
     def log_message(self, format: str, *args: Any) -> None:
@@ -112,16 +129,24 @@ class ApiHandler(BaseHTTPRequestHandler):
         warnings: list[str] | None = None,
         content_type: str = "application/json",
     ) -> None:
+        """Write status line, headers and body with one system call (separate writes cost a
+        syscall each and invite delayed-ACK stalls on small responses)."""
         data = body if isinstance(body, bytes) else orjson.dumps(body)
-        self.send_response(code)
-        self.send_header("Content-Type", content_type)
-        self.send_header("Content-Length", str(len(data)))
-        self.send_header("Cache-Control", "no-cache, private")
-        for w in warnings or []:
-            self.send_header("Warning", f'299 - "{w}"')
-        self.end_headers()
+        head = [
+            f"HTTP/1.1 {code} {_PHRASES.get(code, '')}",
+            f"Content-Type: {content_type}",
+            f"Content-Length: {len(data)}",
+            "Cache-Control: no-cache, private",
+            f"Date: {_http_date()}",
+        ]
+        head += [f'Warning: 299 - "{w}"' for w in warnings or []]
+        if self.close_connection:
+            head.append("Connection: close")
+        payload = ("\r\n".join(head) + "\r\n\r\n").encode("latin-1")
         if self.command != "HEAD":
-            self.wfile.write(data)
+            payload += data
+        self.wfile.write(payload)
+        log.debug('"%s" %s %s', self.requestline, code, len(data))
 
     def _error(self, err: ApiError) -> None:
         self._send(err.code, err.status())
@@ -411,6 +436,7 @@ class ApiHandler(BaseHTTPRequestHandler):
         try:
             w, backlog = store.open_watch(rt.key, since, index, initial)
         except LookupError:
+            self._pending = []
             self._start_stream()
             err = ApiError(
                 410, f"too old resource version: {since} ({store.compacted_rv})", "Expired"
@@ -419,6 +445,7 @@ class ApiHandler(BaseHTTPRequestHandler):
             self._end_stream()
             return
         sent = 0
+        self._pending = []
         try:
             self._start_stream()
             deadline = time.monotonic() + timeout
@@ -481,7 +508,7 @@ class ApiHandler(BaseHTTPRequestHandler):
                     )
                     + b"\n"
                 )
-            self.wfile.flush()
+            self._flush()
             interval = core.options.bookmark_interval
             while not self.server.stopping:
                 now = time.monotonic()
@@ -500,14 +527,14 @@ class ApiHandler(BaseHTTPRequestHandler):
                 if item is not None:
                     if not emit(item):
                         return
-                    while True:  # drain without blocking, then flush once
+                    for _ in range(1000):  # drain without blocking, then write once
                         try:
                             more = w.queue.get_nowait()
                         except queue.Empty:
                             break
                         if more is None or not emit(more):
                             return
-                    self.wfile.flush()
+                    self._flush()
                 if bookmarks and time.monotonic() - last_bookmark >= interval:
                     with store.lock:
                         quiet = w.queue.empty()
@@ -526,7 +553,7 @@ class ApiHandler(BaseHTTPRequestHandler):
                             )
                             + b"\n"
                         )
-                        self.wfile.flush()
+                        self._flush()
                     last_bookmark = time.monotonic()
             self._end_stream()
         except (BrokenPipeError, ConnectionResetError, OSError):
@@ -534,6 +561,8 @@ class ApiHandler(BaseHTTPRequestHandler):
         finally:
             store.close_watch(w)
             self.close_connection = True
+            with contextlib.suppress(OSError):
+                self._flush()  # events sent before a (fault-injected) drop still arrive
 
     def _start_stream(self) -> None:
         self.send_response(200)
@@ -543,8 +572,16 @@ class ApiHandler(BaseHTTPRequestHandler):
         self.end_headers()
 
     def _chunk(self, data: bytes) -> None:
-        self.wfile.write(b"%x\r\n%s\r\n" % (len(data), data))
+        """Queue one watch event; :meth:`_flush` writes the queued ones in one system call."""
+        self._pending.append(b"%x\r\n%s\r\n" % (len(data), data))
+
+    def _flush(self) -> None:
+        if self._pending:
+            data = b"".join(self._pending)
+            self._pending.clear()
+            self.wfile.write(data)
 
     def _end_stream(self) -> None:
-        self.wfile.write(b"0\r\n\r\n")
-        self.wfile.flush()
+        self._chunk(b"")
+        self._pending[-1] = b"0\r\n\r\n"
+        self._flush()
