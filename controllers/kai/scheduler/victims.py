@@ -387,7 +387,8 @@ class VictimSolver:
         all_must_move: bool,
         validate: Validator | None,
     ) -> Solution | None:
-        """Evict ``units``, pipeline the job, re-place victims when ``move``; validate. On
+        """Evict ``units``, pipeline the job, re-place victims when ``move``; validate; check
+        that the next cycle's allocate would keep the job placed (:func:`replay_places`). On
         failure the statement is rolled back to where it was and None is returned."""
         cp = self.statement.checkpoint()
         self._evict(units)
@@ -404,6 +405,12 @@ class VictimSolver:
             self.statement.rollback(cp)
             return None
         if validate is not None and not validate(solution.victims, solution.moved):
+            self.statement.rollback(cp)
+            return None
+        involved = [*self.tasks, *(t for u in units for t in u.tasks)]
+        # consolidation promises every moved task a place: the replay must keep that promise too
+        keep = involved if all_must_move else self.tasks
+        if not replay_places(self.session, involved, keep):
             self.statement.rollback(cp)
             return None
         return solution
@@ -476,15 +483,17 @@ def preemptor_candidates(
     return out
 
 
-def replay_places(session: Session, jobs: list[JobInfo], involved: list[TaskInfo]) -> bool:
-    """Would the next cycle's allocate put every ``involved`` task back somewhere?
+def replay_places(session: Session, involved: list[TaskInfo], must_place: list[TaskInfo]) -> bool:
+    """Would the next cycle's allocate place every task of ``must_place``?
 
-    Consolidation moves running tasks by deleting them; in the next cycle the recreated tasks
-    and the job they made room for are pending again and allocate re-places them in its own
-    order (older jobs first, binpacking). If that order would put a moved task back where it
-    was, the job that needed the room no longer fits and consolidation would move it again,
-    every cycle. This replays that allocation — involved tasks unplaced, ``jobs`` allocated in
-    scheduling order — and leaves the session exactly as it found it.
+    Evicted and moved tasks are recreated pending in the next cycle, and the job that needed the
+    room is pending again: allocate re-places them all, together with every other pending job,
+    in its own order. If that order gives the room to somebody else (a moved task going back
+    where it was, an evicted job of a queue that sorts first with another head job), the job
+    does not get it, and the same evictions repeat every cycle — a loop. This replays that
+    allocate (``involved`` tasks unplaced; jobs in scheduling order; capacity, gang and topology
+    rules as allocate applies them) until every ``must_place`` task is placed or the job owning
+    one of them was tried and failed, and leaves the session exactly as it found it.
     """
     from kai.scheduler.gang import tasks_to_allocate
     from kai.scheduler.job_queue import JobsOrderByQueues
@@ -497,17 +506,39 @@ def replay_places(session: Session, jobs: list[JobInfo], involved: list[TaskInfo
         session.set_placement(task, TaskStatus.PENDING, -1, ())
     replay = Statement(session, "replay")
     engine = session.engine
+    proportion = session.proportion
     requests: dict[str, Vector] = {}
+    owners = {id(t.job) for t in must_place}
 
     def key(job: JobInfo) -> tuple[object, ...]:
         requests[job.uid] = pending_request(session, tasks_to_allocate(job))
         return job_order_key(job)
 
+    def place(job: JobInfo, tasks: list[TaskInfo]) -> bool:
+        capacity = _sum_vectors(session.capacity_vector(t.spec) for t in tasks)
+        if proportion.check_job_capacity(job.queue, capacity, job.preemptible) is not None:
+            return False
+        cp = replay.checkpoint()
+        if constrained(job) and place_tasks(session, job, tasks, replay) is not None:
+            return False
+        for task in tasks:
+            if task.node >= 0:
+                continue
+            choice = engine.choose(task)
+            if choice is None:
+                replay.rollback(cp)
+                return False
+            replay.allocate(task, choice.node, choice.gpu_groups)
+        if not job.gang_satisfied:
+            replay.rollback(cp)
+            return False
+        return True
+
     try:
         order = JobsOrderByQueues(
             session.queue_tree.roots,
-            [j for j in jobs if j.pending > 0 and j.queue_ok],
-            session.proportion.order_key,
+            [j for j in session.jobs if j.pending > 0 and j.queue_ok and j.ready],
+            proportion.order_key,
             key,
             lambda job: requests[job.uid],
         )
@@ -515,24 +546,14 @@ def replay_places(session: Session, jobs: list[JobInfo], involved: list[TaskInfo
             tasks = tasks_to_allocate(job)
             if not tasks:
                 continue
-            cp = replay.checkpoint()
-            if constrained(job) and place_tasks(session, job, tasks, replay) is not None:
-                continue
-            placed = True
-            for task in tasks:
-                if task.node >= 0:
-                    continue
-                choice = engine.choose(task)
-                if choice is None:
-                    placed = False
-                    break
-                replay.allocate(task, choice.node, choice.gpu_groups)
-            if not placed or not job.gang_satisfied:
-                replay.rollback(cp)
-                continue
-            if job.pending > 0:
-                order.push(job)
-        return all(t.node >= 0 for t in involved)
+            if place(job, tasks):
+                if all(t.node >= 0 for t in must_place):
+                    return True
+                if job.pending > 0:
+                    order.push(job)
+            elif id(job) in owners:
+                return False
+        return all(t.node >= 0 for t in must_place)
     finally:
         replay.discard()
         for task, status, node, groups in reversed(saved):

@@ -24,7 +24,6 @@ from kai.scheduler.victims import (
     gpus_needed,
     job_units,
     order_units,
-    replay_places,
 )
 
 if TYPE_CHECKING:
@@ -77,20 +76,12 @@ def _attempt(session: Session, job: JobInfo, tasks: list[TaskInfo], request: Vec
                 victims,
                 move=True,
                 all_must_move=True,
-                validate=lambda evicted, moved: _stable(session, job, tasks, moved),
+                validate=None,
             )
             if solution is not None:
                 statement.commit()
                 return
     statement.discard()
-
-
-def _stable(session: Session, job: JobInfo, tasks: list[TaskInfo], moved: list[VictimUnit]) -> bool:
-    """Only a move that the next cycle's allocate keeps is worth making (see
-    :func:`replay_places`): otherwise the moved tasks go back and the move repeats forever."""
-    involved = [*tasks, *(t for unit in moved for t in unit.tasks)]
-    jobs = [job, *{id(u.job): u.job for u in moved}.values()]
-    return replay_places(session, jobs, involved)
 
 
 def _trials(solver: VictimSolver, prefix: list[VictimUnit]) -> list[list[VictimUnit]]:
