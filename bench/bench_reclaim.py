@@ -5,9 +5,9 @@
 
 Cluster: N nodes x 8 GPUs, every GPU held by 500 preemptible jobs of queue ``train`` (quota 0,
 so all of it is over quota), each job a gang of 4-GPU tasks scattered over the nodes (two tasks
-per node, from different jobs; ``--task-gpus 1`` makes 8 one-GPU tasks per node). Queue ``research`` (quota 64 GPUs, nothing allocated) has one
-pending gang of sixteen 4-GPU tasks (64 GPUs). The session must evict the fewest train jobs
-that free 64 GPUs, fairly, and pipeline the gang.
+per node, from different jobs; ``--task-gpus 1`` makes 8 one-GPU tasks per node). Queue
+``research`` (quota 64 GPUs, nothing allocated) has one pending gang of 64 GPUs. The session
+must evict the fewest train jobs that free 64 GPUs, fairly, and pipeline the gang.
 
 The snapshot is generated first (not timed); ``run_session(snapshot, ["reclaim"])`` is timed
 ``--repeat`` times (session building included). Peak memory: tracemalloc over one more run
