@@ -87,6 +87,7 @@ class Binder:
         workers: int = 16,
         reservation_runtime_class: str | None = None,
         gc_period: float = 2.0,
+        is_leader: Any = None,
     ) -> None:
         self.kube = kube
         self.brs = bind_requests
@@ -102,6 +103,7 @@ class Binder:
         self._gc_thread = threading.Thread(target=self._gc_loop, name="binder-gc", daemon=True)
         self._namespace_ready = False
         self.bound = 0
+        self.is_leader = is_leader or (lambda: True)
         bind_requests.add_handler(self._on_br)
 
     def start(self) -> Binder:
@@ -127,6 +129,9 @@ class Binder:
     # -- one BindRequest -----------------------------------------------------------------
     def _process(self, key: Hashable) -> bool | None:
         ns, name = key  # type: ignore[misc]
+        if not self.is_leader():
+            self.queue.add_after(key, 1.0)  # only the Lease holder binds
+            return True
         br = self.brs.get(name, ns)
         if br is None or not bind_request_live(br):
             self._waiting.pop(key, None)
@@ -331,6 +336,8 @@ class Binder:
     # -- reservation clean-up ------------------------------------------------------------
     def _gc_loop(self) -> None:
         while not self._stop.wait(self.gc_period):
+            if not self.is_leader():
+                continue
             try:
                 self.collect_reservations()
             except Exception:

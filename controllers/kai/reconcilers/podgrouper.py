@@ -153,6 +153,7 @@ class PodGrouper:
         *,
         scheduler_name: str = "kai-scheduler",
         workers: int = 8,
+        is_leader: Any = None,
     ) -> None:
         self.kube = kube
         self.pods = pods
@@ -162,6 +163,7 @@ class PodGrouper:
         self.scheduler_name = scheduler_name
         self.queue = WorkQueue("podgrouper", self._process, workers=workers)
         self._warned: dict[str, str] = {}
+        self.is_leader = is_leader or (lambda: True)
         pods.add_handler(self._on_pod)
         jobs.add_handler(self._on_job)
 
@@ -218,6 +220,9 @@ class PodGrouper:
 
     def _process(self, key: Hashable) -> bool:
         ns, name = key  # type: ignore[misc]
+        if not self.is_leader():
+            self.queue.add_after(key, 1.0)  # only the Lease holder writes
+            return True
         pod = self.pods.get(name, ns)
         if pod is None or not self._wanted(pod):
             return True

@@ -145,7 +145,7 @@ class SystemOptions:
 class System:
     """Scheduler, binder, pod-grouper and the simulated node side, on one API server."""
 
-    def __init__(self, kubeconfig: str, options: SystemOptions | None = None) -> None:
+    def __init__(self, kubeconfig: str | None, options: SystemOptions | None = None) -> None:
         self.kubeconfig = kubeconfig
         self.options = options or SystemOptions()
         self.stoppers: list[Any] = []
@@ -217,7 +217,15 @@ class System:
             binformers.start()
             self.stoppers.append(binformers.stop)
             binformers.wait_synced(sync_timeout)
-            self.binder = Binder(kube, brs, pods, recorder, workers=o.binder_workers).start()
+            elector = self._elector(kube, "2ad35f9c.kai.scheduler", "kai-binder")
+            self.binder = Binder(
+                kube,
+                brs,
+                pods,
+                recorder,
+                workers=o.binder_workers,
+                is_leader=(lambda: elector.is_leader) if elector else None,
+            ).start()
             self.stoppers.append(self.binder.stop)
             self.informers["binder"] = binformers
         if "podgrouper" in wanted:

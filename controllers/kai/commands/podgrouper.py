@@ -1,0 +1,21 @@
+"""``kai podgrouper``: a PodGroup per bare pod and per batch/v1 Job, until SIGTERM
+(see kai.reconcilers.podgrouper)."""
+
+from __future__ import annotations
+
+import argparse
+
+HELP = "run the pod-grouper against a Kubernetes API"
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    from kai.commands.scheduler import add_live_arguments
+
+    add_live_arguments(parser)
+    parser.add_argument("--workers", type=int, default=8, help="pods grouped at once (default: 8)")
+
+
+def run(args: argparse.Namespace) -> int:
+    from kai.commands.scheduler import run_live
+
+    return run_live(args, "podgrouper", grouper_workers=args.workers)
