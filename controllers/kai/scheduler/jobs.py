@@ -28,8 +28,8 @@ ACTIVE = PLACED_STATUSES - {TaskStatus.RELEASING}
 #: alive minus gated: may still run (KAI "ready for scheduling" counts these)
 ALIVE_UNGATED = ACTIVE | {TaskStatus.PENDING}
 #: per status: does it count as (active, truly allocated, pending, alive)
-_COUNTS: dict[TaskStatus, tuple[int, int, int, int]] = {
-    status: (
+_COUNTS: dict[str, tuple[int, int, int, int]] = {
+    status.value: (
         int(status in ACTIVE),
         int(status in ALLOCATED_STATUSES),
         int(status is TaskStatus.PENDING),
@@ -83,7 +83,8 @@ class PodSet:
     alive: int = 0  # ALIVE_UNGATED
 
     def count(self, status: TaskStatus, sign: int) -> None:
-        active, allocated, pending, alive = _COUNTS[status]
+        # keyed by the value string: an Enum member hashes in Python, a str in C
+        active, allocated, pending, alive = _COUNTS[status._value_]
         self.active += sign * active
         self.allocated += sign * allocated
         self.pending += sign * pending

@@ -74,7 +74,7 @@ class NodeTable:
 
     def charge(self, node: int, request: FloatArray, status: TaskStatus, sign: int) -> None:
         """Add (sign +1) or remove (sign -1) a request held with ``status`` on ``node``."""
-        if status in _HOLDING:
+        if status is TaskStatus.RUNNING or status is TaskStatus.ALLOCATED or status in _HOLDING:
             self.idle[node] -= sign * request
         elif status is TaskStatus.RELEASING:
             self.idle[node] -= sign * request
