@@ -18,13 +18,19 @@ from collections.abc import Sequence
 # name -> (module, one-line help). The help is repeated here so that `kai --help` imports nothing.
 COMMANDS: dict[str, tuple[str, str]] = {
     "validate": ("kai.commands.validate", "check GitOps documents (schema + hierarchy rules)"),
-    "render": ("kai.commands.render", "compile GitOps documents into KAI objects (Queues, Topologies, ConfigMap)"),
-    "generate": ("kai.commands.generate", "regenerate schemas/ and manifests/crds/ from the API models"),
-    "simulate": ("kai.commands.simulate", "run a scheduling scenario file through the scheduler core"),
-    "up": ("kai.commands.up", "run the whole system on an embedded API server with simulated GPU nodes"),
+    "render": (
+        "kai.commands.render",
+        "compile GitOps documents into Queues, Topologies, ConfigMap",
+    ),
+    "generate": (
+        "kai.commands.generate",
+        "regenerate schemas/ and manifests/crds/ from the models",
+    ),
+    "simulate": ("kai.commands.simulate", "run a scheduling scenario file through the core"),
+    "up": ("kai.commands.up", "run the whole system on an embedded API server, simulated GPUs"),
     "apiserver": ("kai.commands.apiserver", "run only the embedded Kubernetes API server"),
     "scheduler": ("kai.commands.scheduler", "run the scheduler against a Kubernetes API"),
-    "binder": ("kai.commands.binder", "run the binder (BindRequest -> pod binding) against a Kubernetes API"),
+    "binder": ("kai.commands.binder", "run the binder (BindRequest -> pod binding)"),
     "podgrouper": ("kai.commands.podgrouper", "run the pod-grouper against a Kubernetes API"),
 }
 

@@ -84,4 +84,5 @@ class SessionResult:
     evictions: list[Eviction] = field(default_factory=list)
     job_reasons: dict[str, list[Reason]] = field(default_factory=dict)  # JobSpec.uid -> reasons
     queues: dict[str, QueueShare] = field(default_factory=dict)
-    started_jobs: list[str] = field(default_factory=list)  # jobs that went from 0 to >0 allocated (last-start)
+    # jobs that went from 0 to >0 allocated tasks (their last-start timestamp is now)
+    started_jobs: list[str] = field(default_factory=list)

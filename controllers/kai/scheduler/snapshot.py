@@ -92,7 +92,10 @@ class GpuRequest:
 
 @dataclass(frozen=True)
 class Requirement:
-    """One node-selector requirement (``key op values``); ops: In, NotIn, Exists, DoesNotExist, Gt, Lt."""
+    """One node-selector requirement ``key op values``.
+
+    Operators: In, NotIn, Exists, DoesNotExist, Gt, Lt.
+    """
 
     key: str
     operator: str
@@ -123,7 +126,11 @@ class Taint:
 
 @dataclass(frozen=True)
 class PodAffinityTerm:
-    """A required (anti-)affinity term: share (or not) the ``topology_key`` domain with matching pods."""
+    """A required (anti-)affinity term.
+
+    The task must (must not) share the ``topology_key`` domain with a placed pod whose labels
+    include ``match_labels``.
+    """
 
     topology_key: str
     match_labels: tuple[tuple[str, str], ...]
@@ -140,7 +147,7 @@ class TopologyConstraint:
 
 @dataclass
 class TaskSpec:
-    """A pod. ``uid`` is the task's unique key in the snapshot (the scenario task name, or the pod UID)."""
+    """A pod. ``uid`` is its unique key in the snapshot (the scenario task name, or the pod UID)."""
 
     uid: str
     name: str
@@ -225,7 +232,8 @@ class QueueSpec:
     resources: dict[str, QueueResource] = field(default_factory=dict)  # keys: MANAGED_RESOURCES
     preempt_min_runtime: float | None = None  # seconds
     reclaim_min_runtime: float | None = None
-    usage: dict[str, float] = field(default_factory=dict)  # normalised historical usage (time-based fairshare)
+    # normalised historical usage per resource (time-based fairshare)
+    usage: dict[str, float] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -265,7 +273,13 @@ class TopologySpec:
 class SchedulerConfig:
     """Knobs of one session; defaults are KAI's."""
 
-    actions: tuple[str, ...] = ("allocate", "consolidation", "reclaim", "preempt", "stalegangeviction")
+    actions: tuple[str, ...] = (
+        "allocate",
+        "consolidation",
+        "reclaim",
+        "preempt",
+        "stalegangeviction",
+    )
     placement_gpu: str = "binpack"  # binpack | spread | none
     placement_cpu: str = "binpack"
     gpu_sharing_placement: str = "pack"  # pack | spread | none
