@@ -44,4 +44,6 @@ def child_order_key(child: PodSet | SubGroupSet) -> tuple[object, ...]:
 
 
 def ordered_children(group: SubGroupSet) -> list[PodSet | SubGroupSet]:
+    if len(group.children) == 1:
+        return list(group.children)
     return sorted(group.children, key=child_order_key)

@@ -129,6 +129,7 @@ class EqClass:
         self.fits_now: BoolArray = np.zeros(size, dtype=bool)
         self.key: FloatArray = np.full(size, NEG_INF)
         self.synced = 0
+        self._explained: tuple[int, dict[str, int]] = (-1, {})
         self._recompute(np.arange(size))
         self.synced = len(nodes.touched)
 
@@ -237,12 +238,16 @@ class EqClass:
         nodes = self.engine.session.nodes
         self.sync()
         if allowed is None and affinity is None:
+            if self._explained[0] == self.synced:
+                return self._explained[1]
             counts_by_code = np.bincount(self.reason_code, minlength=len(self.reason_names))
-            return {
+            counts = {
                 self.reason_names[code]: int(n)
                 for code, n in enumerate(counts_by_code)
                 if code > 0 and n > 0
             }
+            self._explained = (self.synced, counts)
+            return counts
         remaining = np.ones(len(nodes), dtype=bool)
         counts: dict[str, int] = {}
 
