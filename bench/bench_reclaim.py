@@ -4,10 +4,11 @@
     python bench/bench_reclaim.py 1000 --repeat 5
 
 Cluster: N nodes x 8 GPUs, every GPU held by 500 preemptible jobs of queue ``train`` (quota 0,
-so all of it is over quota), each job a gang of 4-GPU tasks scattered over the nodes (two tasks
-per node, from different jobs; ``--task-gpus 1`` makes 8 one-GPU tasks per node). Queue
-``research`` (quota 64 GPUs, nothing allocated) has one pending gang of 64 GPUs. The session
-must evict the fewest train jobs that free 64 GPUs, fairly, and pipeline the gang.
+so all of it is over quota; ``--queues Q`` spreads them over Q such queues), each job a gang of
+4-GPU tasks scattered over the nodes (two tasks per node, from different jobs; ``--task-gpus 1``
+makes 8 one-GPU tasks per node). Queue ``research`` (quota 64 GPUs, nothing allocated) has one
+pending gang of 64 GPUs. The session must evict the fewest train jobs that free 64 GPUs,
+fairly, and pipeline the gang.
 
 The snapshot is generated first (not timed); ``run_session(snapshot, ["reclaim"])`` is timed
 ``--repeat`` times (session building included). Peak memory: tracemalloc over one more run
@@ -51,7 +52,7 @@ def _queue(name: str, gpu_quota: float) -> QueueSpec:
         name=name,
         parent=None,
         priority=100,
-        creation_rank=0 if name == "train" else 1,
+        creation_rank=1 if name == "research" else 0,
         resources={
             "gpu": QueueResource(quota=gpu_quota, limit=-1, over_quota_weight=1),
             "cpu": QueueResource(quota=-1, limit=-1, over_quota_weight=1),
@@ -60,7 +61,7 @@ def _queue(name: str, gpu_quota: float) -> QueueSpec:
     )
 
 
-def build(nodes: int, task_gpus: int = 4, seed: int = 7) -> Snapshot:
+def build(nodes: int, task_gpus: int = 4, queues: int = 1, seed: int = 7) -> Snapshot:
     rng = random.Random(seed)
     node_specs = [
         NodeSpec(
@@ -85,7 +86,7 @@ def build(nodes: int, task_gpus: int = 4, seed: int = 7) -> Snapshot:
             JobSpec(
                 uid=uid,
                 name=uid,
-                queue="train",
+                queue="train" if queues == 1 else f"train{j % queues:02d}",
                 priority=50,
                 preemptible=True,
                 created_at=created,
@@ -135,14 +136,19 @@ def build(nodes: int, task_gpus: int = 4, seed: int = 7) -> Snapshot:
     return Snapshot(
         now=NOW,
         nodes=node_specs,
-        queues=[_queue("train", 0), _queue("research", GANG_GPUS)],
+        queues=[_queue("research", GANG_GPUS)]
+        + (
+            [_queue("train", 0)]
+            if queues == 1
+            else [_queue(f"train{q:02d}", 0) for q in range(queues)]
+        ),
         jobs=jobs,
         config=SchedulerConfig(),
     )
 
 
-def bench(nodes: int, repeat: int, task_gpus: int) -> dict[str, float]:
-    snapshot = build(nodes, task_gpus)
+def bench(nodes: int, repeat: int, task_gpus: int, queues: int) -> dict[str, float]:
+    snapshot = build(nodes, task_gpus, queues)
     times: list[float] = []
     cpu_times: list[float] = []
     result = None
@@ -183,9 +189,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--task-gpus", type=int, default=4, choices=(1, 2, 4, 8), help="GPUs per task (default 4)"
     )
+    parser.add_argument(
+        "--queues", type=int, default=1, help="spread the train jobs over this many queues"
+    )
     args = parser.parse_args(argv)
     print(
-        f"# reclaim bench, {args.task_gpus}-GPU tasks, Python {platform.python_version()}, "
+        f"# reclaim bench, {args.task_gpus}-GPU tasks, {args.queues} train queue(s), "
+        f"Python {platform.python_version()}, "
         f"{platform.machine()}"
     )
     print(
@@ -194,7 +204,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|")
     for nodes in args.nodes:
-        r = bench(nodes, args.repeat, args.task_gpus)
+        r = bench(nodes, args.repeat, args.task_gpus, args.queues)
         target = TARGETS.get(nodes)
         verdict = "" if target is None else f"< {target:g} s"
         print(
