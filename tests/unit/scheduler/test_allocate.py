@@ -351,3 +351,73 @@ def test_proportion_disabled_ignores_limits() -> None:
         proportion=False,
     )
     assert statuses(run(snap))["a-0"][0] == "Binding"
+
+
+def test_queue_depth_per_action_limits_jobs_per_leaf_queue() -> None:
+    snap = cluster(
+        [node("n0", gpus=4)],
+        [job(f"j{i}", [task(f"j{i}-0")], age=10 - i) for i in range(4)],
+        queue_depth_per_action={"allocate": 2},
+    )
+    got = statuses(run(snap))
+    assert [got[f"j{i}-0"][0] for i in range(4)] == ["Binding", "Binding", "Pending", "Pending"]
+
+
+def test_job_with_too_few_tasks_for_its_gang_is_not_ready() -> None:
+    specs = [task("g-0"), task("g-1", status="Gated")]
+    snap = cluster([node("n0", gpus=4)], [job("g", specs, min_available=2)])
+    result = run(snap)
+    assert statuses(result)["g-0"][0] == "Pending"
+    assert result.job_reasons["g"][0].code == "NotReady"
+
+
+def test_elastic_extra_pipelined_alone_keeps_the_gang_bound() -> None:
+    snap = cluster(
+        [node("n0", gpus=1), node("n1", gpus=1)],
+        [
+            job("old", [task("old-0", status="Releasing", node_name="n1")], age=9),
+            job("e", [task("e-0"), task("e-1")], min_available=1),
+        ],
+    )
+    got = statuses(run(snap))
+    assert {got["e-0"][0], got["e-1"][0]} == {"Binding", "Pipelined"}
+
+
+def test_multi_device_fraction_takes_distinct_devices() -> None:
+    snap = cluster([node("n0", gpus=2)], [job("m", [task("m-0", fraction=0.5, num_devices=2)])])
+    result = run(snap)
+    assert sorted(result.tasks["m-0"].gpu_groups) == ["n0/0", "n0/1"]
+    assert result.binds[0].received_resource_type == "Fraction"
+    assert result.binds[0].gpu_count == 2
+
+
+def test_mig_single_strategy_takes_no_profile_requests() -> None:
+    mig = MigSpec("single", 1, (("nvidia.com/mig-1g.10gb", 7),))
+    snap = cluster(
+        [node("n0", gpus=7, mig=mig)],
+        [job("m", [task("m-0", mig={"nvidia.com/mig-1g.10gb": 1})])],
+    )
+    result = run(snap)
+    assert statuses(result)["m-0"][0] == "Pending"
+    assert "MIG instances are only on MIG nodes" in result.job_reasons["m"][0].message
+
+
+def test_fraction_pipelined_onto_releasing_shared_memory() -> None:
+    snap = cluster(
+        [node("n0", gpus=1)],
+        [
+            job(
+                "r",
+                [
+                    task("r-0", fraction=0.5, status="Running", node_name="n0", groups=("n0/7",)),
+                    task("r-1", fraction=0.5, status="Releasing", node_name="n0", groups=("n0/7",)),
+                ],
+                age=9,
+                min_available=1,
+            ),
+            job("f", [task("f-0", fraction=0.5)]),
+        ],
+    )
+    result = run(snap)
+    assert statuses(result)["f-0"] == ("Pipelined", "n0")
+    assert result.tasks["f-0"].gpu_groups == ("n0/7",)
