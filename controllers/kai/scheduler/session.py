@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from kai.scheduler.errors import IMPLEMENTED_ACTIONS, SnapshotError, UnsupportedActionError
 from kai.scheduler.fairshare.proportion import Proportion
 from kai.scheduler.fairshare.resources import Vector
-from kai.scheduler.gpu_request import queue_gpus
+from kai.scheduler.gpu_request import mig_profile_gpus, queue_gpus
 from kai.scheduler.gpu_sharing import new_device_id
 from kai.scheduler.jobs import ACTIVE, JobInfo, TaskInfo, build_subgroup_tree
 from kai.scheduler.nodes import NodeTable
@@ -155,8 +155,6 @@ class Session:
                 continue
             gpus = float(spec.gpus)
             if spec.mig is not None and spec.mig.strategy == "mixed":
-                from kai.scheduler.gpu_request import mig_profile_gpus
-
                 gpus += sum(mig_profile_gpus(p) * c for p, c in spec.mig.devices)
             capacity[0] += gpus
             capacity[1] += spec.cpu_millis
