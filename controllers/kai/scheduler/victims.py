@@ -90,7 +90,18 @@ def job_units(session: Session, job: JobInfo, extras_only: bool = False) -> list
         surplus = group.satisfied_count - group.threshold
         if surplus <= 0:
             continue
-        satisfied = [c for c in ordered_children(group) if c.satisfied]
+
+        # order as subgrouporder would once the extras above are gone (KAI re-sorts after each
+        # eviction): required before optional, lower fill ratio first, then name
+        def after_extras(child: PodSet | SubGroupSet) -> tuple[object, ...]:
+            count = child.satisfied_count
+            if isinstance(child, PodSet):
+                count -= sum(1 for t in child.tasks if t.uid in taken)
+            if child.threshold > 0:
+                return (0, count / child.threshold, child.name)
+            return (1, float(count), child.name)
+
+        satisfied = sorted((c for c in group.children if c.satisfied), key=after_extras)
         for member in reversed(satisfied[-surplus:]):
             add(_tasks_under(member), MEMBER)
     if not extras_only:
