@@ -16,8 +16,21 @@ def _crd(group: str, scope: str = "Namespaced") -> dict:
             "spec": {
                 "type": "object",
                 "required": ["size"],
+                "x-kubernetes-validations": [
+                    {
+                        "rule": "!has(self.color) || self.color != 'blue' || self.size > 2",
+                        "message": "blue widgets need a size above 2",
+                    }
+                ],
                 "properties": {
-                    "size": {"type": "integer", "minimum": 1, "maximum": 10},
+                    "size": {
+                        "type": "integer",
+                        "minimum": 1,
+                        "maximum": 10,
+                        "x-kubernetes-validations": [
+                            {"rule": "self >= oldSelf", "message": "size may not shrink"}
+                        ],
+                    },
                     "color": {"type": "string", "enum": ["red", "blue"]},
                     "tags": {"type": "array", "items": {"type": "string", "maxLength": 5}},
                     "limits": {
@@ -254,3 +267,31 @@ def test_dynamic_client(cluster, widget_group, ns):
     assert widgets.get(name="dyn", namespace=ns).spec.size == 5
     pods = dyn.resources.get(api_version="v1", kind="Pod")
     assert pods.namespaced
+
+
+def test_cel_rules(cluster, widget_group, ns):
+    co = client.CustomObjectsApi(cluster.api)
+    with pytest.raises(client.ApiException) as err:
+        _create(co, widget_group, ns, "w", spec={"size": 2, "color": "blue"})
+    causes = status_of(err.value)["details"]["causes"]
+    assert err.value.status == 422
+    assert causes == [
+        {
+            "reason": "FieldValueInvalid",
+            "field": "spec",
+            "message": 'Invalid value: "object": blue widgets need a size above 2',
+        }
+    ]
+    _create(co, widget_group, ns, "w", spec={"size": 3, "color": "blue"})
+
+
+def test_cel_transition_rule(cluster, widget_group, ns):
+    co = client.CustomObjectsApi(cluster.api)
+    _create(co, widget_group, ns, "w", spec={"size": 5})
+    co.patch_namespaced_custom_object(widget_group, "v1", ns, "widgets", "w", {"spec": {"size": 6}})
+    with pytest.raises(client.ApiException) as err:
+        co.patch_namespaced_custom_object(
+            widget_group, "v1", ns, "widgets", "w", {"spec": {"size": 4}}
+        )
+    assert err.value.status == 422
+    assert "size may not shrink" in status_of(err.value)["message"]

@@ -117,3 +117,31 @@ def test_podgroup_bad_type_is_422(cluster, kai_crds, ns):
         )
     assert err.value.status == 422
     assert status_of(err.value)["details"]["causes"][0]["field"] == "spec.minMember"
+
+
+def test_queue_cel_rule_limit_below_quota(cluster, kai_crds, ns):
+    co = client.CustomObjectsApi(cluster.api)
+    body = _queue(f"{ns}-cel", gpu={"quota": 4, "limit": 2, "overQuotaWeight": 1})
+    with pytest.raises(client.ApiException) as err:
+        co.create_cluster_custom_object("scheduling.run.ai", "v2", "queues", body)
+    assert err.value.status == 422
+    assert "limit must be -1 (no limit) or at least quota" in status_of(err.value)["message"]
+
+
+def test_podgroup_cel_rule_min_member_or_subgroup(cluster, kai_crds, ns):
+    co = client.CustomObjectsApi(cluster.api)
+    with pytest.raises(client.ApiException) as err:
+        co.create_namespaced_custom_object(
+            "scheduling.run.ai",
+            "v2alpha2",
+            ns,
+            "podgroups",
+            {
+                "apiVersion": "scheduling.run.ai/v2alpha2",
+                "kind": "PodGroup",
+                "metadata": {"name": "pg"},
+                "spec": {"minMember": 2, "minSubGroup": 1, "queue": "q"},
+            },
+        )
+    assert err.value.status == 422
+    assert "set at most one of minMember and minSubGroup" in status_of(err.value)["message"]

@@ -237,7 +237,12 @@ class ApiCore:
         return body
 
     def _field_checks(
-        self, rt: ResourceType, version: str, obj: dict[str, Any], opts: WriteOptions
+        self,
+        rt: ResourceType,
+        version: str,
+        obj: dict[str, Any],
+        opts: WriteOptions,
+        old: dict[str, Any] | None = None,
     ) -> list[str]:
         """Schema validation for custom resources; returns warnings (Warn mode)."""
         md = obj["metadata"]
@@ -247,7 +252,7 @@ class ApiCore:
         if rt.is_custom:
             schema = rt.schemas.get(version)
             prune = opts.field_validation != "Strict"
-            errors, unknown = validate_custom_resource(obj, schema, prune)
+            errors, unknown = validate_custom_resource(obj, schema, prune, old)
             if unknown and opts.field_validation == "Strict":
                 listed = ", ".join(f'unknown field "{u}"' for u in unknown)
                 raise ApiError(
@@ -561,12 +566,12 @@ class ApiCore:
                 "apply your changes to the latest version and try again",
             )
         merged = self._merge_update(rt, old, new, subresource)
-        warnings = self._field_checks(rt, version, merged, opts)
+        warnings = self._field_checks(rt, version, merged, opts, old)
         merged, changed = self.admission.mutate(
             "UPDATE", rt, version, subresource, merged, old, opts
         )
         if changed:
-            warnings += self._field_checks(rt, version, merged, opts)
+            warnings += self._field_checks(rt, version, merged, opts, old)
         self.admission.validate("UPDATE", rt, version, subresource, merged, old, opts)
         if opts.dry_run:
             return merged, warnings

@@ -5,8 +5,9 @@ Covers the structural-schema keywords CRDs use: ``type``, ``properties``,
 exclusive forms), ``minLength``/``maxLength``, ``pattern``, ``minItems``/``maxItems``,
 ``minProperties``/``maxProperties``, ``nullable``, ``allOf``/``anyOf``/``oneOf``/``not`` (as value
 checks), ``x-kubernetes-preserve-unknown-fields``, ``x-kubernetes-int-or-string`` and
-``x-kubernetes-embedded-resource``. Defaults are not applied and CEL
-``x-kubernetes-validations`` rules are not evaluated (see docs/design/apiserver.md).
+``x-kubernetes-embedded-resource``, and CEL ``x-kubernetes-validations`` rules (the subset
+:mod:`kai.sim.apiserver.cel` interprets; transition rules with ``oldSelf`` on updates; rules
+beyond the subset are skipped). Defaults are not applied.
 
 Unknown fields are reported separately from value errors so the caller can reject them
 (fieldValidation=Strict) or prune them (Warn/Ignore). Field paths use the real server's
@@ -18,6 +19,8 @@ from __future__ import annotations
 import re
 from functools import lru_cache
 from typing import Any
+
+from kai.sim.apiserver.cel import CelError, UnsupportedRule, evaluate, uses_old_self
 
 Cause = dict[str, str]
 
@@ -63,8 +66,11 @@ class Validator:
     def __init__(self) -> None:
         self.errors: list[Cause] = []
         self.unknown: list[str] = []
+        self.skipped_rules: list[str] = []
 
-    def check(self, value: Any, schema: dict[str, Any], path: str, prune: bool = False) -> None:
+    def check(
+        self, value: Any, schema: dict[str, Any], path: str, prune: bool = False, old: Any = None
+    ) -> None:
         if value is None:
             if not schema.get("nullable"):
                 self.errors.append(
@@ -90,9 +96,37 @@ class Validator:
         for sub in schema.get("allOf") or []:
             self._values(value, sub, path)
         if isinstance(value, dict):
-            self._object(value, schema, path, prune)
+            self._object(value, schema, path, prune, old)
         elif isinstance(value, list):
             self._array(value, schema, path, prune)
+        rules = schema.get("x-kubernetes-validations")
+        if rules:
+            self._rules(value, old, rules, path, typ or "object")
+
+    def _rules(
+        self, value: Any, old: Any, rules: list[dict[str, Any]], path: str, typ: str
+    ) -> None:
+        for rule in rules:
+            text = rule.get("rule") or ""
+            if uses_old_self(text) and old is None:
+                continue  # a transition rule: only checked when there is an old value
+            where = path + (rule.get("fieldPath") or "")
+            try:
+                ok = evaluate(text, value, old)
+                why = rule.get("message") or f"failed rule: {text}"
+            except UnsupportedRule:
+                self.skipped_rules.append(text)
+                continue
+            except CelError as exc:
+                ok, why = False, f"{exc} evaluating rule: {text}"
+            if not ok:
+                self.errors.append(
+                    {
+                        "reason": rule.get("reason") or "FieldValueInvalid",
+                        "field": where,
+                        "message": f'Invalid value: "{typ}": {why}',
+                    }
+                )
 
     def _type_err(self, value: Any, path: str, typ: str) -> Cause:
         return {
@@ -213,7 +247,7 @@ class Validator:
             self.errors.append(self._type_err(value, path, typ))
 
     def _object(
-        self, value: dict[str, Any], schema: dict[str, Any], path: str, prune: bool
+        self, value: dict[str, Any], schema: dict[str, Any], path: str, prune: bool, old: Any
     ) -> None:
         props: dict[str, Any] = schema.get("properties") or {}
         additional = schema.get("additionalProperties")
@@ -226,10 +260,12 @@ class Validator:
                 )
         for key in list(value):
             child = f"{path}.{key}" if path else key
+            old_child = old.get(key) if isinstance(old, dict) else None
             if key in props:
-                self.check(value[key], props[key], child, prune)
+                self.check(value[key], props[key], child, prune, old_child)
             elif isinstance(additional, dict):
-                self.check(value[key], additional, f"{path}[{key}]" if path else key, prune)
+                where = f"{path}[{key}]" if path else key
+                self.check(value[key], additional, where, prune, old_child)
             elif (
                 additional is True
                 or preserve
@@ -257,7 +293,10 @@ class Validator:
 
 
 def validate_custom_resource(
-    obj: dict[str, Any], schema: dict[str, Any] | None, prune: bool
+    obj: dict[str, Any],
+    schema: dict[str, Any] | None,
+    prune: bool,
+    old: dict[str, Any] | None = None,
 ) -> tuple[list[Cause], list[str]]:
     """(value errors, unknown field paths) for a custom resource body (metadata excluded)."""
     v = Validator()
@@ -272,7 +311,7 @@ def validate_custom_resource(
         if key in ("apiVersion", "kind", "metadata"):
             continue
         if key in props:
-            v.check(obj[key], props[key], key, prune)
+            v.check(obj[key], props[key], key, prune, (old or {}).get(key))
         elif top.get("x-kubernetes-preserve-unknown-fields"):
             continue
         else:
