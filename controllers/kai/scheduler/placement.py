@@ -129,6 +129,7 @@ class EqClass:
         self.fits_now: BoolArray = np.zeros(size, dtype=bool)
         self.key: FloatArray = np.full(size, NEG_INF)
         self.synced = 0
+        self.full_at = -1  # ``synced`` stamp at which no node could take the task
         self._explained: tuple[int, dict[str, int]] = (-1, {})
         self._recompute(np.arange(size))
         self.synced = len(nodes.touched)
@@ -288,6 +289,8 @@ class PlacementEngine:
         self.pod_affinity = predicates.PodAffinityIndex(session.nodes, self.labels)
         self._classes: dict[tuple[object, ...], EqClass] = {}
         self._by_id: list[EqClass] = []
+        # explanation dict (by identity; kept alive by the tuple) -> its message
+        self._summaries: dict[int, tuple[dict[str, int], str]] = {}
 
     def class_of(self, task: TaskInfo) -> EqClass:
         if task.signature >= 0:
@@ -316,11 +319,15 @@ class PlacementEngine:
             key = np.where(allowed, key, NEG_INF)
         if affinity is not None:
             key = np.where(affinity[0] & affinity[1], key, NEG_INF)
+        if key is cls.key and cls.full_at == cls.synced:
+            return None  # nothing changed for this class since it last found no node
         while True:
             if len(key) == 0:
                 return None
             best = int(np.argmax(key))
             if key[best] == NEG_INF:
+                if key is cls.key:
+                    cls.full_at = cls.synced
                 return None
             if not cls.shared:
                 return Choice(best, bool(cls.fits_now[best]))
@@ -368,4 +375,11 @@ class PlacementEngine:
     def explain(self, task: TaskInfo, allowed: BoolArray | None = None) -> str:
         cls = self.class_of(task)
         counts = cls.explain(allowed, self._affinity(task, cls))
-        return predicates.summarize(counts, len(self.session.nodes))
+        cached = self._summaries.get(id(counts))
+        if cached is not None and cached[0] is counts:
+            return cached[1]
+        text = predicates.summarize(counts, len(self.session.nodes))
+        if len(self._summaries) > 10_000:
+            self._summaries.clear()
+        self._summaries[id(counts)] = (counts, text)
+        return text
