@@ -274,7 +274,8 @@ def test_service_accounts_and_secrets(core, ns):
     core.create_namespaced_secret(
         ns, {"metadata": {"name": "s"}, "type": "Opaque", "stringData": {"a": "b"}}
     )
-    assert core.list_namespaced_secret(ns, field_selector="type=Opaque").items
+    secret = core.list_namespaced_secret(ns, field_selector="type=Opaque").items[0]
+    assert secret.data == {"a": "Yg=="} and secret.string_data is None
 
 
 def test_deployments_are_stored(cluster, ns):

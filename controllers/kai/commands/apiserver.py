@@ -60,7 +60,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--history",
         type=int,
-        default=200_000,
+        default=50_000,
         help="watch events kept for resuming watches (older: 410 Gone)",
     )
     parser.add_argument("--bookmark-interval", type=float, default=5.0, metavar="SECONDS")

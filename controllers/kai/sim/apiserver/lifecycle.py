@@ -163,3 +163,15 @@ def crd_status(crd: dict[str, Any]) -> dict[str, Any]:
             },
         ],
     }
+
+
+def secret_string_data(secret: dict[str, Any]) -> None:
+    """``stringData`` is write-only: merged into ``data`` base64-encoded, as the server does."""
+    import base64
+
+    plain = secret.pop("stringData", None)
+    if isinstance(plain, dict) and plain:
+        data = dict(secret.get("data") or {})
+        for k, v in plain.items():
+            data[k] = base64.b64encode(str(v).encode()).decode()
+        secret["data"] = data

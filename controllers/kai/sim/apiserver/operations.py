@@ -51,6 +51,7 @@ from kai.sim.apiserver.storage import Store
 CRD_KEY = ("apiextensions.k8s.io", "customresourcedefinitions")
 NS_KEY = ("", "namespaces")
 PODS_KEY = ("", "pods")
+SECRETS_KEY = ("", "secrets")
 PC_KEY = ("scheduling.k8s.io", "priorityclasses")
 _SUFFIX_CHARS = "bcdfghjklmnpqrstvwxz2456789"
 # pod spec fields an update may change (everything else is immutable once created)
@@ -339,6 +340,8 @@ class ApiCore:
             lifecycle.node_on_create(obj, self.options.taint_new_nodes)
         elif rt.key == NS_KEY:
             lifecycle.namespace_on_create(obj)
+        elif rt.key == SECRETS_KEY:
+            lifecycle.secret_string_data(obj)
         elif rt.key == CRD_KEY or ("status" in rt.subresources and rt.key != ("", "nodes")):
             obj.pop("status", None)
 
@@ -646,6 +649,8 @@ class ApiCore:
                 merged.pop("status", None)
         if rt.key == PODS_KEY:
             self._check_pod_update(old, merged)
+        if rt.key == SECRETS_KEY:
+            lifecycle.secret_string_data(merged)
         if rt.key == CRD_KEY:
             causes = check_crd(merged)
             if causes:

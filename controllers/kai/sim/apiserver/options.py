@@ -20,7 +20,7 @@ class ServerOptions:
     pod_deletion: str = "kubelet"
     # The TaintNodesByCondition admission plugin: new nodes start tainted not-ready:NoSchedule.
     taint_new_nodes: bool = True
-    history_size: int = 200_000  # retained watch events (the "etcd compaction" window)
+    history_size: int = 50_000  # retained watch events (the "etcd compaction" window)
     bookmark_interval: float = 5.0  # seconds between BOOKMARK events on an idle watch
     default_watch_timeout: float = 1800.0  # seconds when the client gives no timeoutSeconds
     # service reference "namespace/name[:port]" -> "host:port" where that webhook listens

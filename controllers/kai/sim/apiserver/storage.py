@@ -20,7 +20,7 @@ import itertools
 import queue
 import threading
 from collections import OrderedDict
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import orjson
@@ -95,7 +95,7 @@ class Snapshot:
 class Store:
     def __init__(
         self,
-        history_size: int = 200_000,
+        history_size: int = 50_000,
         max_snapshots: int = 64,
         watch_queue_limit: int = 1_000_000,
     ) -> None:
@@ -118,19 +118,20 @@ class Store:
     def get(self, tkey: TypeKey, ns: str, name: str) -> dict[str, Any] | None:
         return self.objects.get(tkey, {}).get(ns, {}).get(name)
 
-    def iter(self, tkey: TypeKey, ns: str | None) -> Iterator[dict[str, Any]]:
-        by_ns = self.objects.get(tkey, {})
-        if ns is not None:
-            yield from by_ns.get(ns, {}).values()
-            return
-        for objs in list(by_ns.values()):
-            yield from objs.values()
+    def iter(self, tkey: TypeKey, ns: str | None) -> list[dict[str, Any]]:
+        """The objects of one type (and namespace), as a list taken under the lock."""
+        with self.lock:
+            by_ns = self.objects.get(tkey, {})
+            if ns is not None:
+                return list(by_ns.get(ns, {}).values())
+            return [o for objs in by_ns.values() for o in objs.values()]
 
     def count(self, tkey: TypeKey, ns: str | None) -> int:
-        by_ns = self.objects.get(tkey, {})
-        if ns is not None:
-            return len(by_ns.get(ns, {}))
-        return sum(len(v) for v in by_ns.values())
+        with self.lock:
+            by_ns = self.objects.get(tkey, {})
+            if ns is not None:
+                return len(by_ns.get(ns, {}))
+            return sum(len(v) for v in by_ns.values())
 
     def sorted_items(self, tkey: TypeKey, ns: str | None) -> list[dict[str, Any]]:
         with self.lock:
