@@ -427,16 +427,23 @@ class VictimSolver:
         return solution
 
     def _move(self, unit: VictimUnit) -> bool:
-        """Re-place every task of a unit on another node (pipelined), or none of them."""
+        """Re-place every task of a unit elsewhere (pipelined), or none of them. Elsewhere is
+        another node, or for a shared-GPU task also another device of its own node."""
         cp = self.statement.checkpoint()
         engine = self.session.engine
         size = len(self.session.nodes)
         for task in unit.tasks:
-            home = self.session.original[task.uid][1]
+            _, home, groups = self.session.original[task.uid]
             allowed = np.ones(size, dtype=bool)
-            if home >= 0:
-                allowed[home] = False
-            choice = engine.choose(task, allowed)
+            choice = None
+            if task.is_shared and home >= 0:
+                choice = engine.choose(task, allowed)
+                if choice is not None and choice.node == home and choice.gpu_groups == groups:
+                    choice = None  # back onto its own device: not a move
+            if choice is None:
+                if home >= 0:
+                    allowed[home] = False
+                choice = engine.choose(task, allowed)
             if choice is None:
                 self.statement.rollback(cp)
                 return False
@@ -453,12 +460,18 @@ def _close_prefixes(order: list[VictimUnit], keep: list[VictimUnit]) -> list[Vic
 
 
 def gpu_room(session: Session) -> float:
-    """Whole GPUs idle or releasing in the cluster (the cheap first filter)."""
+    """GPUs idle or releasing in the cluster, shared devices' free portions included (the cheap
+    first filter: a job needing more cannot fit whatever moves)."""
     nodes = session.nodes
     if len(nodes) == 0:
         return 0.0
     free = nodes.idle[:, GPU] + nodes.releasing[:, GPU]
-    return float(np.clip(free, 0.0, None).sum())
+    room = float(np.clip(free, 0.0, None).sum())
+    for devices in nodes.devices:
+        for device in devices.values():
+            if device.offerable() and device.memory > 0:
+                room += max(device.free_future(), 0.0) / device.memory
+    return room
 
 
 def gpus_needed(tasks: Iterable[TaskInfo]) -> float:
