@@ -19,7 +19,7 @@ the job needs are thus impossible by construction: each kept unit is needed.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -167,15 +167,16 @@ def _reverse(name: str) -> tuple[int, ...]:
     return (*(-ord(c) for c in name), 0)
 
 
-def order_units(session: Session, units: Iterable[VictimUnit]) -> list[VictimUnit]:
-    """All units in victim order: pick, level by level from the top, the sibling queue that
-    comes *last* in scheduling order (``compare_queues`` negated), counting the units already
-    picked from it as removed; inside the chosen leaf take its next unit."""
+def order_units(session: Session, units: Iterable[VictimUnit]) -> Iterator[VictimUnit]:
+    """The units in victim order, lazily (a search rarely needs more than a short prefix):
+    pick, level by level from the top, the sibling queue that comes *last* in scheduling order
+    (``compare_queues`` negated), counting the units already picked from it as removed; inside
+    the chosen leaf take its next unit."""
     by_leaf: dict[str, list[VictimUnit]] = {}
     for unit in units:
         by_leaf.setdefault(unit.queue, []).append(unit)
     if not by_leaf:
-        return []
+        return
     for members in by_leaf.values():
         members.sort(key=_unit_key)
     # a job's units must come out in their own order, whatever the leaf sort said
@@ -193,9 +194,9 @@ def order_units(session: Session, units: Iterable[VictimUnit]) -> list[VictimUni
         for anc in info.ancestors():
             left[anc.name] = left.get(anc.name, 0) + len(members)
     roots = sorted(tree.roots, key=lambda q: q.name)
-    out: list[VictimUnit] = []
+    produced = 0
     total = sum(len(m) for m in by_leaf.values())
-    while len(out) < total:
+    while produced < total:
         siblings: Sequence[QueueInfo] = roots
         chosen: QueueInfo | None = None
         while True:
@@ -229,14 +230,14 @@ def order_units(session: Session, units: Iterable[VictimUnit]) -> list[VictimUni
             break
         unit = by_leaf[chosen.name][cursor[chosen.name]]
         cursor[chosen.name] += 1
-        out.append(unit)
+        produced += 1
+        yield unit
         for anc in chosen.ancestors():
             left[anc.name] -= 1
             acc = removed.setdefault(anc.name, [0.0, 0.0, 0.0])
             acc[0] += unit.resources[0]
             acc[1] += unit.resources[1]
             acc[2] += unit.resources[2]
-    return out
 
 
 def _vec(v: list[float] | None) -> Vector | None:
@@ -331,7 +332,7 @@ class VictimSolver:
 
     # -- search -------------------------------------------------------------------------------
     def smallest_prefix(
-        self, candidates: Sequence[VictimUnit], accept: Acceptor | None = None
+        self, candidates: Iterable[VictimUnit], accept: Acceptor | None = None
     ) -> list[VictimUnit] | None:
         """The shortest accepted prefix of ``candidates`` with which the job fits (units refused
         by ``accept`` are skipped, together with the later units of their job)."""
@@ -472,6 +473,20 @@ def gpu_room(session: Session) -> float:
             if device.offerable() and device.memory > 0:
                 room += max(device.free_future(), 0.0) / device.memory
     return room
+
+
+def reachable(
+    session: Session, tasks: Iterable[TaskInfo], units: list[VictimUnit]
+) -> list[VictimUnit]:
+    """The units of victim jobs with a task on a node some of ``tasks`` may use at all (node
+    affinity, taints, GPU kind: the placement engine's static masks); evicting other jobs
+    cannot help. A job's units are kept or dropped together (they are taken in order)."""
+    engine = session.engine
+    usable = np.zeros(len(session.nodes), dtype=bool)
+    for task in tasks:
+        usable |= engine.class_of(task).static
+    useful = {id(u.job) for u in units if any(usable[t.node] for t in u.tasks)}
+    return [u for u in units if id(u.job) in useful]
 
 
 def gpus_needed(tasks: Iterable[TaskInfo]) -> float:

@@ -11,6 +11,7 @@ does), each trimmed to what the job needs before it is tried.
 
 from __future__ import annotations
 
+from itertools import islice
 from typing import TYPE_CHECKING
 
 from kai.scheduler.actions.eviction_common import run_jobs
@@ -24,6 +25,7 @@ from kai.scheduler.victims import (
     gpus_needed,
     job_units,
     order_units,
+    reachable,
 )
 
 if TYPE_CHECKING:
@@ -56,15 +58,16 @@ def _attempt(session: Session, job: JobInfo, tasks: list[TaskInfo], request: Vec
         if victim is job or not victim.preemptible or not victim.queue_ok:
             continue
         candidates.extend(job_units(session, victim))
+    candidates = reachable(session, tasks, candidates)
     if not candidates:
         return
     statement = Statement(session, ACTION)
     solver = VictimSolver(session, statement, job, tasks, f"moved to make room for {job.name!r}")
     if solver.fits([]) is not None:
         return
-    ordered = order_units(session, candidates)
+    ordered = list(islice(order_units(session, candidates), MAX_TRIED_UNITS))
     jobs_seen: set[int] = set()
-    for k, unit in enumerate(ordered[:MAX_TRIED_UNITS], start=1):
+    for k, unit in enumerate(ordered, start=1):
         jobs_seen.add(id(unit.job))
         if cap > 0 and len(jobs_seen) > cap:
             break

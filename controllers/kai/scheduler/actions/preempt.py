@@ -24,6 +24,7 @@ from kai.scheduler.victims import (
     gpus_needed,
     job_units,
     order_units,
+    reachable,
     unit_gpus,
 )
 
@@ -50,6 +51,7 @@ def _attempt(session: Session, job: JobInfo, tasks: list[TaskInfo], request: Vec
             continue
         protected = preempt_protected(session, victim)
         candidates.extend(job_units(session, victim, extras_only=protected))
+    candidates = reachable(session, tasks, candidates)
     if not candidates:
         return
     if gpu_room(session) + sum(unit_gpus(u) for u in candidates) < gpus_needed(tasks) - 1e-9:

@@ -31,6 +31,7 @@ from kai.scheduler.victims import (
     gpus_needed,
     job_units,
     order_units,
+    reachable,
     unit_gpus,
 )
 
@@ -67,6 +68,7 @@ def _attempt(session: Session, job: JobInfo, tasks: list[TaskInfo], request: Vec
             continue
         protected = reclaim_protected(session, job, victim)
         candidates.extend(job_units(session, victim, extras_only=protected))
+    candidates = reachable(session, tasks, candidates)
     if not candidates:
         return
     if gpu_room(session) + sum(unit_gpus(u) for u in candidates) < gpus_needed(tasks) - 1e-9:
@@ -76,7 +78,6 @@ def _attempt(session: Session, job: JobInfo, tasks: list[TaskInfo], request: Vec
     def fair(units: list[VictimUnit]) -> bool:
         return before.reclaim_is_fair(job.queue, request, chunks(units), job.preemptible)
 
-    ordered = order_units(session, candidates)
     # First try: every unit that is fair on its own, then the trimmed set must be fair as a
     # whole. If it is not, search again accepting a unit only while the set taken so far stays
     # fair (a stricter but always consistent budget per victim queue).
@@ -84,7 +85,7 @@ def _attempt(session: Session, job: JobInfo, tasks: list[TaskInfo], request: Vec
         lambda unit, taken: fair([unit]),
         lambda unit, taken: fair([*taken, unit]),
     ):
-        prefix = solver.smallest_prefix(ordered, accept)
+        prefix = solver.smallest_prefix(order_units(session, candidates), accept)
         if prefix is None:
             continue
         solution = solver.apply(
