@@ -114,3 +114,63 @@ def label_causes(meta: dict[str, Any]) -> list[dict[str, str]]:
 def spec_of(obj: dict[str, Any]) -> dict[str, Any]:
     """Everything the generation counter watches: the object minus metadata and status."""
     return {k: v for k, v in obj.items() if k not in ("metadata", "status", "apiVersion", "kind")}
+
+
+_STRING_FIELDS = ("name", "generateName", "namespace", "resourceVersion", "uid")
+
+
+def shape_error(md: Any) -> str | None:
+    """A type error in ``metadata`` (what a real server fails to decode, with 400)."""
+    if not isinstance(md, dict):
+        return "metadata must be an object"
+    for key in _STRING_FIELDS:
+        if key in md and md[key] is not None and not isinstance(md[key], str):
+            return f"metadata.{key} must be a string, not {type(md[key]).__name__}"
+    for key in ("labels", "annotations"):
+        value = md.get(key)
+        if value is None:
+            continue
+        if not isinstance(value, dict):
+            return f"metadata.{key} must be a map of string to string"
+        for k, v in value.items():
+            if not isinstance(v, str):
+                return f"metadata.{key}.{k} must be a string, not {type(v).__name__}"
+    finalizers = md.get("finalizers")
+    if finalizers is not None and (
+        not isinstance(finalizers, list) or not all(isinstance(f, str) for f in finalizers)
+    ):
+        return "metadata.finalizers must be a list of strings"
+    refs = md.get("ownerReferences")
+    if refs is not None:
+        if not isinstance(refs, list) or not all(isinstance(r, dict) for r in refs):
+            return "metadata.ownerReferences must be a list of objects"
+        for i, ref in enumerate(refs):
+            for key in ("apiVersion", "kind", "name", "uid"):
+                if key in ref and not isinstance(ref[key], str):
+                    return f"metadata.ownerReferences[{i}].{key} must be a string"
+            for key in ("controller", "blockOwnerDeletion"):
+                if key in ref and ref[key] is not None and not isinstance(ref[key], bool):
+                    return f"metadata.ownerReferences[{i}].{key} must be a boolean"
+    return None
+
+
+def owner_causes(md: dict[str, Any]) -> list[dict[str, str]]:
+    causes = []
+    refs = md.get("ownerReferences") or []
+    for i, ref in enumerate(refs):
+        for key in ("apiVersion", "kind", "name", "uid"):
+            if not ref.get(key):
+                causes.append(
+                    field_cause(
+                        f"metadata.ownerReferences[{i}].{key}",
+                        'Invalid value: "": must not be empty',
+                    )
+                )
+    if sum(1 for r in refs if r.get("controller")) > 1:
+        causes.append(
+            field_cause(
+                "metadata.ownerReferences",
+                "Invalid value: only one reference can have Controller set to true",
+            )
+        )
+    return causes

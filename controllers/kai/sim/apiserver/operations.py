@@ -46,6 +46,7 @@ from kai.sim.apiserver.selectors import (
     parse_field_selector,
     parse_label_selector,
 )
+from kai.sim.apiserver.shapes import SHAPES
 from kai.sim.apiserver.storage import Store
 
 CRD_KEY = ("apiextensions.k8s.io", "customresourcedefinitions")
@@ -219,11 +220,24 @@ class ApiCore:
             )
         body["apiVersion"] = api_version
         body["kind"] = rt.kind
+        shape = SHAPES.get(rt.key)
+        if shape is not None:
+            _drop_nulls(body)
+            errors, _ = validate_custom_resource(body, shape, prune=False)
+            if errors:
+                first = errors[0]
+                raise bad_request(
+                    f'{rt.kind} in version "{version}" cannot be handled as a {rt.kind}: '
+                    f"{first['field']}: {first['message']}"
+                )
         md = body.get("metadata")
         if md is None:
             md = body["metadata"] = {}
-        if not isinstance(md, dict):
-            raise bad_request("metadata must be an object")
+        problem = meta.shape_error(md)
+        if problem:
+            raise bad_request(
+                f'{rt.kind} in version "{version}" cannot be handled as a {rt.kind}: {problem}'
+            )
         if rt.namespaced:
             body_ns = md.get("namespace")
             if body_ns and ns and body_ns != ns:
@@ -248,7 +262,7 @@ class ApiCore:
         """Schema validation for custom resources; returns warnings (Warn mode)."""
         md = obj["metadata"]
         name = md.get("name") or md.get("generateName") or ""
-        causes = meta.label_causes(md)
+        causes = meta.label_causes(md) + meta.owner_causes(md)
         warnings: list[str] = []
         if rt.is_custom:
             schema = rt.schemas.get(version)
@@ -999,6 +1013,19 @@ def _with_rv(obj: dict[str, Any], rv: int) -> dict[str, Any]:
     out = dict(obj)
     out["metadata"] = {**obj["metadata"], "resourceVersion": str(rv)}
     return out
+
+
+def _drop_nulls(obj: dict[str, Any]) -> None:
+    """Null fields of built-in kinds mean "not set", as when a real server decodes them."""
+    for key in [k for k, v in obj.items() if v is None]:
+        del obj[key]
+    for value in obj.values():
+        if isinstance(value, dict):
+            _drop_nulls(value)
+        elif isinstance(value, list):
+            for item in value:
+                if isinstance(item, dict):
+                    _drop_nulls(item)
 
 
 def _success(code: int) -> dict[str, Any]:

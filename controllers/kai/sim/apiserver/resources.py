@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kai.sim.apiserver.errors import ApiError
+from kai.sim.apiserver.shapes import schema_problem
 
 ALL_VERBS = ("create", "delete", "deletecollection", "get", "list", "patch", "update", "watch")
 
@@ -286,6 +287,20 @@ def check_crd(crd: dict[str, Any]) -> list[dict[str, str]]:
                 "message": "Invalid value: must have exactly one version marked as storage version",
             }
         )
+    for i, version in enumerate(versions):
+        req(bool(version.get("name")), f"spec.versions[{i}].name")
+        schema = (version.get("schema") or {}).get("openAPIV3Schema")
+        if schema is None:
+            continue
+        problem = schema_problem(schema, f"spec.versions[{i}].schema.openAPIV3Schema")
+        if problem:
+            causes.append(
+                {
+                    "reason": "FieldValueInvalid",
+                    "field": problem.split(" ")[0],
+                    "message": f"Invalid value: {problem}",
+                }
+            )
     scope = spec.get("scope")
     if scope not in ("Namespaced", "Cluster"):
         causes.append(
