@@ -16,7 +16,7 @@ from __future__ import annotations
 import heapq
 import itertools
 from collections.abc import Callable, Iterable
-from typing import Protocol
+from typing import Protocol, Self
 
 from kai.scheduler.fairshare.resources import Vector
 from kai.scheduler.jobs import JobInfo
@@ -24,7 +24,7 @@ from kai.scheduler.queues import QueueInfo
 
 
 class OrderKey(Protocol):
-    def compare(self, other: OrderKey, /) -> int: ...
+    def compare(self, other: Self, /) -> int: ...
 
 
 QueueKey = Callable[[str, Vector], OrderKey]

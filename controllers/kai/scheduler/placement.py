@@ -242,13 +242,13 @@ class EqClass:
             if self._explained[0] == self.synced:
                 return self._explained[1]
             counts_by_code = np.bincount(self.reason_code, minlength=len(self.reason_names))
-            counts = {
+            summary = {
                 self.reason_names[code]: int(n)
                 for code, n in enumerate(counts_by_code)
                 if code > 0 and n > 0
             }
-            self._explained = (self.synced, counts)
-            return counts
+            self._explained = (self.synced, summary)
+            return summary
         remaining = np.ones(len(nodes), dtype=bool)
         counts: dict[str, int] = {}
 
