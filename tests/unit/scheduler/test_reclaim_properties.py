@@ -70,7 +70,7 @@ def _task(uid: str, job: str, gpus: int, node: str | None) -> TaskSpec:
 
 @st.composite
 def clusters(draw: st.DrawFn, pending_jobs: tuple[int, int] = (1, 3)) -> Snapshot:
-    """1-4 nodes of 2/4/8 GPUs, a one- or two-level queue tree, running jobs (single tasks,
+    """1-4 nodes of 2/4/8 GPUs, a queue tree of one to three levels, running jobs (single tasks,
     gangs and elastic jobs) filling part of the nodes, and pending jobs."""
     nodes = [
         NodeSpec(f"n{i}", 100_000, 10**12, draw(st.sampled_from([2, 4, 8])), 100, 110)
@@ -87,11 +87,20 @@ def clusters(draw: st.DrawFn, pending_jobs: tuple[int, int] = (1, 3)) -> Snapsho
         rank += 1
         if draw(st.booleans()):
             for c in range(2):
-                leaf = f"{top}c{c}"
+                child = f"{top}c{c}"
                 quota = draw(st.integers(0, 3))
-                queues.append(_queue(leaf, top, quota, draw(st.sampled_from([0, 1, 2])), rank))
+                queues.append(_queue(child, top, quota, draw(st.sampled_from([0, 1, 2])), rank))
                 rank += 1
-                leaves.append(leaf)
+                if draw(st.integers(0, 3)) == 0:  # sometimes a third level
+                    for g in range(2):
+                        leaf = f"{child}g{g}"
+                        quota = draw(st.integers(0, 2))
+                        weight = draw(st.sampled_from([0, 1, 2]))
+                        queues.append(_queue(leaf, child, quota, weight, rank))
+                        rank += 1
+                        leaves.append(leaf)
+                else:
+                    leaves.append(child)
         else:
             leaves.append(top)
     jobs: list[JobSpec] = []
