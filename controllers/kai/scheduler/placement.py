@@ -44,16 +44,14 @@ def shared_memory(spec: TaskSpec, device_memory: float) -> float:
 
 
 def class_key(spec: TaskSpec, request: FloatArray) -> tuple[object, ...]:
+    """What a class's arrays depend on. Labels and pod (anti-)affinity terms are not part of it:
+    their masks depend on where other tasks are and are applied per task on top of the class."""
     return (
         request.tobytes(),
         spec.gpu,
         tuple(sorted(spec.node_selector.items())),
         spec.node_affinity,
         spec.tolerations,
-        spec.namespace if (spec.pod_affinity or spec.pod_anti_affinity or spec.labels) else "",
-        tuple(sorted(spec.labels.items())),
-        spec.pod_affinity,
-        spec.pod_anti_affinity,
     )
 
 
@@ -106,7 +104,6 @@ class EqClass:
         self.pods_code = self._code(predicates.TOO_MANY_PODS)
         self.shared_code = self._code(predicates.INSUFFICIENT_SHARED)
         self.reason_code = static_code.copy()
-        self.has_pod_affinity = bool(spec.pod_affinity or spec.pod_anti_affinity)
         if self.shared and spec.gpu.memory_mib is not None:
             self.memory: FloatArray = np.full(size, float(spec.gpu.memory_mib))
         elif self.shared:
@@ -305,9 +302,17 @@ class PlacementEngine:
         return cls
 
     def _affinity(self, task: TaskInfo, cls: EqClass) -> tuple[BoolArray, BoolArray] | None:
-        if not self.session.uses_pod_affinity:
+        """Pod (anti-)affinity masks for ``task``, or None when nothing can restrict it: it has
+        no terms of its own and no placed task has an anti-affinity term."""
+        session = self.session
+        if not session.uses_pod_affinity:
             return None
-        return self.pod_affinity.masks(task.spec, self.session.placed_for_affinity())
+        spec = task.spec
+        placed_anti = session.placed_anti_affinity()
+        if not (spec.pod_affinity or spec.pod_anti_affinity or placed_anti):
+            return None
+        placed = session.placed_labelled() if (spec.pod_affinity or spec.pod_anti_affinity) else []
+        return self.pod_affinity.masks(spec, placed, placed_anti)
 
     def choose(self, task: TaskInfo, allowed: BoolArray | None = None) -> Choice | None:
         """The best node for ``task`` (within ``allowed`` nodes), or None when none fits."""

@@ -189,9 +189,14 @@ class PodAffinityIndex:
         self._labels = labels
 
     def masks(
-        self, task: TaskSpec, placed: Sequence[tuple[TaskSpec, int]]
+        self,
+        task: TaskSpec,
+        placed: Sequence[tuple[TaskSpec, int]],
+        placed_anti: Sequence[tuple[TaskSpec, int]],
     ) -> tuple[BoolArray, BoolArray]:
-        """(affinity mask, anti-affinity mask) for ``task``; ``placed`` = (spec, node) pairs."""
+        """(affinity mask, anti-affinity mask) for ``task``. ``placed`` = (spec, node) of the
+        placed tasks its own terms may match (only read when it has terms); ``placed_anti`` =
+        those of the placed tasks that carry anti-affinity terms."""
         size = len(self._nodes)
         affinity = np.ones(size, dtype=bool)
         anti = np.ones(size, dtype=bool)
@@ -217,7 +222,7 @@ class PodAffinityIndex:
             domains.discard(None)
             if domains:
                 anti &= ~self._labels.isin(term.topology_key, {d for d in domains if d})
-        for spec, node in placed:
+        for spec, node in placed_anti:
             for term in spec.pod_anti_affinity:
                 if spec.namespace != task.namespace or not _matches(task.labels, term):
                     continue

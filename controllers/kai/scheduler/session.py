@@ -77,9 +77,8 @@ class Session:
         self.uses_pod_affinity = any(
             t.spec.pod_affinity or t.spec.pod_anti_affinity for t in self.tasks.values()
         )
-        self._affinity_tasks = [
-            t for t in self.tasks.values() if t.spec.labels or t.spec.pod_anti_affinity
-        ]
+        self._labelled_tasks = [t for t in self.tasks.values() if t.spec.labels]
+        self._anti_affinity_tasks = [t for t in self.tasks.values() if t.spec.pod_anti_affinity]
         self._place_initial_tasks()
         self.proportion = self._build_proportion()
         self.engine = PlacementEngine(self)
@@ -260,8 +259,13 @@ class Session:
                 self.nodes.charge_shared(node, group, memory, status, sign)
 
     # ------------------------------------------------------------------ queries
-    def placed_for_affinity(self) -> list[tuple[TaskSpec, int]]:
-        return [(t.spec, t.node) for t in self._affinity_tasks if t.node >= 0]
+    def placed_labelled(self) -> list[tuple[TaskSpec, int]]:
+        """Placed tasks with labels: what a pod (anti-)affinity term can match."""
+        return [(t.spec, t.node) for t in self._labelled_tasks if t.node >= 0]
+
+    def placed_anti_affinity(self) -> list[tuple[TaskSpec, int]]:
+        """Placed tasks with anti-affinity terms: they keep matching newcomers away."""
+        return [(t.spec, t.node) for t in self._anti_affinity_tasks if t.node >= 0]
 
     def set_reason(self, job: JobInfo, reason: Reason) -> None:
         self.job_reasons[job.uid] = [reason]

@@ -170,3 +170,68 @@ def test_same_snapshot_same_decisions_in_any_input_order(seed: int) -> None:
     for j in shuffled.jobs:
         rng.shuffle(j.tasks)
     assert _outcome(shuffled) == first
+
+
+def _affinity_snapshot(seed: int) -> Snapshot:
+    rng = random.Random(seed)
+    nodes = [
+        node(
+            f"n{i}",
+            gpus=rng.choice([1, 2, 4]),
+            labels={"kubernetes.io/hostname": f"n{i}", "zone": f"z{i % 2}"},
+        )
+        for i in range(rng.randint(2, 5))
+    ]
+    jobs = []
+    for j in range(rng.randint(1, 6)):
+        tasks: list[TaskSpec] = []
+        for t in range(rng.randint(1, 3)):
+            kind = rng.random()
+            name = f"j{j}-{t}"
+            if kind < 0.2:
+                where = rng.choice(nodes).name
+                tasks.append(
+                    task(name, gpus=0, status="Running", node_name=where, labels={"app": "b"})
+                )
+            elif kind < 0.55:
+                tasks.append(
+                    task(
+                        name,
+                        labels={"app": "a"},
+                        pod_anti_affinity=("kubernetes.io/hostname", {"app": "a"}),
+                    )
+                )
+            elif kind < 0.8:
+                tasks.append(task(name, labels={"app": "c"}, pod_affinity=("zone", {"app": "b"})))
+            else:
+                tasks.append(task(name, labels={"app": rng.choice(["a", "b"])}))
+        jobs.append(
+            job(f"j{j}", tasks, min_available=rng.randint(0, len(tasks)), age=rng.randint(0, 9))
+        )
+    return cluster(nodes, jobs)
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.integers(0, 10**9))
+def test_pod_affinity_and_anti_affinity_hold(seed: int) -> None:
+    snap = _affinity_snapshot(seed)
+    out = _outcome(snap)
+    specs = {t.uid: t for j in snap.jobs for t in j.tasks}
+    labels = {n.name: n.labels for n in snap.nodes}
+    placed = {uid: v[1] for uid, v in out.items() if v[1] is not None}
+    for uid, where in placed.items():
+        spec = specs[uid]
+        for term in spec.pod_anti_affinity:
+            domain = labels[where][term.topology_key]
+            for other, there in placed.items():
+                if other == uid or labels[there][term.topology_key] != domain:
+                    continue
+                assert not all(specs[other].labels.get(k) == v for k, v in term.match_labels)
+        for term in spec.pod_affinity:
+            domain = labels[where][term.topology_key]
+            assert any(
+                labels[there][term.topology_key] == domain
+                and all(specs[other].labels.get(k) == v for k, v in term.match_labels)
+                for other, there in placed.items()
+                if other != uid
+            )
