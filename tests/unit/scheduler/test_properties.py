@@ -235,3 +235,39 @@ def test_pod_affinity_and_anti_affinity_hold(seed: int) -> None:
                 for other, there in placed.items()
                 if other != uid
             )
+
+
+def _subgroup_snapshot(seed: int) -> Snapshot:
+    from kai.scheduler.snapshot import SubGroupSpec
+
+    rng = random.Random(seed)
+    nodes = [node(f"n{i}", gpus=rng.choice([1, 2, 4])) for i in range(rng.randint(1, 4))]
+    jobs = []
+    for j in range(rng.randint(1, 5)):
+        leaves = [f"l{k}" for k in range(rng.randint(1, 3))]
+        subgroups = []
+        tasks: list[TaskSpec] = []
+        for leaf in leaves:
+            size = rng.randint(1, 3)
+            subgroups.append(SubGroupSpec(leaf, None, min_available=rng.randint(0, size)))
+            tasks += [task(f"j{j}-{leaf}-{t}", subgroup=leaf) for t in range(size)]
+        minimum = rng.choice([None, *range(len(leaves) + 1)])
+        jobs.append(job(f"j{j}", tasks, subgroups=subgroups, min_subgroup=minimum, age=j))
+    return cluster(nodes, jobs)
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.integers(0, 10**9))
+def test_subgroup_gangs_reach_their_threshold_or_get_nothing(seed: int) -> None:
+    snap = _subgroup_snapshot(seed)
+    out = _outcome(snap)
+    for j in snap.jobs:
+        placed = [t for t in j.tasks if out[t.uid][0] in ACTIVE]
+        if not placed:
+            continue
+        satisfied = 0
+        for sg in j.subgroups:
+            active = sum(1 for t in placed if t.subgroup == sg.name)
+            satisfied += active >= (sg.min_available or 0)
+        threshold = len(j.subgroups) if j.min_subgroup is None else j.min_subgroup
+        assert satisfied >= threshold
