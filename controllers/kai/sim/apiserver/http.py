@@ -68,6 +68,19 @@ class ApiHTTPServer(ThreadingHTTPServer):
         self.request_count = 0
 
 
+class _Headers(dict[str, str]):
+    """Request headers, looked up case-insensitively (keys are stored lower-case)."""
+
+    def get(self, key: str, default: Any = None) -> Any:
+        return super().get(key.lower(), default)
+
+    def __getitem__(self, key: str) -> str:
+        return super().__getitem__(key.lower())
+
+    def __contains__(self, key: object) -> bool:
+        return isinstance(key, str) and super().__contains__(key.lower())
+
+
 class _Route:
     __slots__ = ("group", "name", "namespace", "plural", "sub", "version")
 
@@ -117,6 +130,41 @@ class ApiHandler(BaseHTTPRequestHandler):
     server: ApiHTTPServer
     _pending: list[bytes]
     server_version = "kai-sim-apiserver"
+
+    def parse_request(self) -> bool:
+        """Parse the request line and headers (a lean replacement for the standard library's
+        email-based header parser, which cost a fifth of every small request)."""
+        raw_line: bytes = getattr(self, "raw_requestline", b"")
+        line = str(raw_line, "iso-8859-1").rstrip("\r\n")
+        self.requestline = line
+        parts = line.split(" ")
+        if len(parts) != 3 or not parts[2].startswith("HTTP/"):
+            self.request_version = "HTTP/1.1"
+            self.close_connection = True
+            self.send_error(400, f"Bad request line {line!r}")
+            return False
+        self.command, self.path, self.request_version = parts
+        headers = _Headers()
+        for _ in range(200):
+            raw = self.rfile.readline(65537)
+            if raw in (b"\r\n", b"\n", b""):
+                break
+            name, sep, value = str(raw, "iso-8859-1").partition(":")
+            if not sep:
+                self.close_connection = True
+                self.send_error(400, "Bad header line")
+                return False
+            headers[name.strip().lower()] = value.strip()
+        else:
+            self.close_connection = True
+            self.send_error(431, "Too many headers")
+            return False
+        self.headers = headers  # type: ignore[assignment]
+        conn = headers.get("connection", "").lower()
+        self.close_connection = conn == "close" or (
+            self.request_version == "HTTP/1.0" and conn != "keep-alive"
+        )
+        return True
 
     def log_message(self, format: str, *args: Any) -> None:
         log.debug("%s - %s", self.address_string(), format % args)

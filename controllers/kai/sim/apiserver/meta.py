@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import time
 from datetime import UTC, datetime
 from typing import Any
 
@@ -16,8 +17,16 @@ _PATH_SEGMENT_BAD = ("/", "%")
 _LABEL_NAMED = {("", "namespaces"), ("", "services")}
 
 
+_now_cache: list[Any] = [0, ""]
+
+
 def now() -> str:
-    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    """RFC 3339 time to the second (cached: formatting costs more than a pod create)."""
+    second = int(time.time())
+    if second != _now_cache[0]:
+        _now_cache[1] = datetime.fromtimestamp(second, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+        _now_cache[0] = second
+    return str(_now_cache[1])
 
 
 def now_micro() -> str:
