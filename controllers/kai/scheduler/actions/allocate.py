@@ -149,9 +149,8 @@ def _not_ready(job: JobInfo) -> Reason:
         for ps in job.podsets.values()
         if ps.alive < ps.min_available
     ]
+    detail = ", ".join(parts) if parts else "too few subgroups can reach their minimum"
     return Reason(
         NOT_READY,
-        f"job {job.name!r} has fewer schedulable tasks than its gang minimum ("
-        + ", ".join(parts)
-        + ")",
+        f"job {job.name!r} has fewer schedulable tasks than its gang minimum ({detail})",
     )
