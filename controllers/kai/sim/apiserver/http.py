@@ -36,6 +36,7 @@ if TYPE_CHECKING:
     from kai.sim.apiserver.storage import Event
 
 log = logging.getLogger("kai.sim.apiserver")
+MAX_BODY = 3 * 1024 * 1024  # what kube-apiserver accepts per request body
 _PHRASES = {status.value: status.phrase for status in HTTPStatus}
 _date_cache: list[Any] = [0, ""]
 
@@ -200,16 +201,40 @@ class ApiHandler(BaseHTTPRequestHandler):
         self._send(err.code, err.status())
 
     def _read_body(self) -> bytes:
-        length = int(self.headers.get("Content-Length") or 0)
+        if self.headers.get("Expect", "").lower() == "100-continue":
+            self.wfile.write(b"HTTP/1.1 100 Continue\r\n\r\n")
+        try:
+            length = int(self.headers.get("Content-Length") or 0)
+        except ValueError as exc:
+            self.close_connection = True
+            raise bad_request("Content-Length is not a number") from exc
+        if length > MAX_BODY:
+            self.close_connection = True  # the unread body makes the connection unusable
+            raise ApiError(
+                413, f"Request entity too large: limit is {MAX_BODY}", "RequestEntityTooLarge"
+            )
         if length:
             return self.rfile.read(length)
         if self.headers.get("Transfer-Encoding", "").lower() == "chunked":
             chunks = []
+            total = 0
             while True:
-                size = int(self.rfile.readline().strip() or b"0", 16)
+                try:
+                    size = int(self.rfile.readline().strip() or b"0", 16)
+                except ValueError as exc:
+                    self.close_connection = True
+                    raise bad_request("malformed chunked request body") from exc
                 if size == 0:
                     self.rfile.readline()
                     break
+                total += size
+                if total > MAX_BODY:
+                    self.close_connection = True
+                    raise ApiError(
+                        413,
+                        f"Request entity too large: limit is {MAX_BODY}",
+                        "RequestEntityTooLarge",
+                    )
                 chunks.append(self.rfile.read(size))
                 self.rfile.readline()
             return b"".join(chunks)
