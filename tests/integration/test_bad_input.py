@@ -122,7 +122,11 @@ def test_update_of_wrong_name_is_400(core, dyn, ns):
 
 def test_oversized_body_is_413(dyn, ns):
     cms = dyn.resources.get(api_version="v1", kind="ConfigMap")
-    body = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "big"},
-            "data": {"blob": "x" * (3 * 1024 * 1024 + 10)}}
+    body = {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {"name": "big"},
+        "data": {"blob": "x" * (3 * 1024 * 1024 + 10)},
+    }
     code, status = _fails(lambda: cms.create(body=body, namespace=ns))
     assert code == 413 and status["reason"] == "RequestEntityTooLarge"
