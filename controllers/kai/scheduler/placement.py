@@ -17,6 +17,7 @@ import numpy as np
 from kai.scheduler import predicates, scoring
 from kai.scheduler.gpu_sharing import choose_devices, new_device_id
 from kai.scheduler.jobs import TaskInfo
+from kai.scheduler.pod_affinity import affinity_masks
 from kai.scheduler.resource_layout import CPU, EPS, GPU, PODS, BoolArray, FloatArray
 from kai.scheduler.snapshot import TaskSpec
 
@@ -283,7 +284,6 @@ class PlacementEngine:
     def __init__(self, session: Session) -> None:
         self.session = session
         self.labels = predicates.LabelIndex(session.nodes)
-        self.pod_affinity = predicates.PodAffinityIndex(session.nodes, self.labels)
         self._classes: dict[tuple[object, ...], EqClass] = {}
         self._by_id: list[EqClass] = []
         # explanation dict (by identity; kept alive by the tuple) -> its message
@@ -308,11 +308,10 @@ class PlacementEngine:
         if not session.uses_pod_affinity:
             return None
         spec = task.spec
-        placed_anti = session.placed_anti_affinity()
-        if not (spec.pod_affinity or spec.pod_anti_affinity or placed_anti):
+        placed = session.placed_pods
+        if not (spec.pod_affinity or spec.pod_anti_affinity or placed.any_anti_affinity()):
             return None
-        placed = session.placed_labelled() if (spec.pod_affinity or spec.pod_anti_affinity) else []
-        return self.pod_affinity.masks(spec, placed, placed_anti)
+        return affinity_masks(spec, placed, session.nodes.labels)
 
     def choose(self, task: TaskInfo, allowed: BoolArray | None = None) -> Choice | None:
         """The best node for ``task`` (within ``allowed`` nodes), or None when none fits."""

@@ -20,7 +20,6 @@ from kai.scheduler.resource_layout import BoolArray
 from kai.scheduler.sharing_modes import sharing_mode
 from kai.scheduler.snapshot import (
     NodeSelectorTerm,
-    PodAffinityTerm,
     Requirement,
     Taint,
     TaskSpec,
@@ -173,63 +172,6 @@ def gpu_type_masks(nodes: NodeTable, task: TaskSpec) -> list[tuple[str, BoolArra
     if not out:
         out.append((MIG_ONLY, np.ones(size, dtype=bool)))
     return out
-
-
-def _matches(labels: dict[str, str], term: PodAffinityTerm) -> bool:
-    return all(labels.get(key) == value for key, value in term.match_labels)
-
-
-class PodAffinityIndex:
-    """Required pod affinity and anti-affinity against the tasks placed now (this session's
-    placements included). Anti-affinity is symmetric, as in Kubernetes: a placed task's
-    anti-affinity term also keeps a matching newcomer out of its domain."""
-
-    def __init__(self, nodes: NodeTable, labels: LabelIndex) -> None:
-        self._nodes = nodes
-        self._labels = labels
-
-    def masks(
-        self,
-        task: TaskSpec,
-        placed: Sequence[tuple[TaskSpec, int]],
-        placed_anti: Sequence[tuple[TaskSpec, int]],
-    ) -> tuple[BoolArray, BoolArray]:
-        """(affinity mask, anti-affinity mask) for ``task``. ``placed`` = (spec, node) of the
-        placed tasks its own terms may match (only read when it has terms); ``placed_anti`` =
-        those of the placed tasks that carry anti-affinity terms."""
-        size = len(self._nodes)
-        affinity = np.ones(size, dtype=bool)
-        anti = np.ones(size, dtype=bool)
-        node_labels = self._nodes.labels
-        for term in task.pod_affinity:
-            domains = {
-                node_labels[node].get(term.topology_key)
-                for spec, node in placed
-                if spec.namespace == task.namespace and _matches(spec.labels, term)
-            }
-            domains.discard(None)
-            if not domains and _matches(task.labels, term):
-                # Kubernetes lets the first pod of a self-affine group in anywhere the key exists
-                affinity &= self._labels.has(term.topology_key)
-            else:
-                affinity &= self._labels.isin(term.topology_key, {d for d in domains if d})
-        for term in task.pod_anti_affinity:
-            domains = {
-                node_labels[node].get(term.topology_key)
-                for spec, node in placed
-                if spec.namespace == task.namespace and _matches(spec.labels, term)
-            }
-            domains.discard(None)
-            if domains:
-                anti &= ~self._labels.isin(term.topology_key, {d for d in domains if d})
-        for spec, node in placed_anti:
-            for term in spec.pod_anti_affinity:
-                if spec.namespace != task.namespace or not _matches(task.labels, term):
-                    continue
-                domain = node_labels[node].get(term.topology_key)
-                if domain is not None:
-                    anti &= ~self._labels.isin(term.topology_key, (domain,))
-        return affinity, anti
 
 
 def summarize(counts: dict[str, int], total: int) -> str:

@@ -20,6 +20,7 @@ from kai.scheduler.jobs import ACTIVE, JobInfo, TaskInfo, build_subgroup_tree
 from kai.scheduler.nodes import NodeTable
 from kai.scheduler.ordering import task_order_key
 from kai.scheduler.placement import PlacementEngine, shared_memory
+from kai.scheduler.pod_affinity import PlacedPods
 from kai.scheduler.queues import QueueTree
 from kai.scheduler.resource_layout import ResourceLayout
 from kai.scheduler.result import Reason, SessionResult
@@ -77,8 +78,7 @@ class Session:
         self.uses_pod_affinity = any(
             t.spec.pod_affinity or t.spec.pod_anti_affinity for t in self.tasks.values()
         )
-        self._labelled_tasks = [t for t in self.tasks.values() if t.spec.labels]
-        self._anti_affinity_tasks = [t for t in self.tasks.values() if t.spec.pod_anti_affinity]
+        self.placed_pods = PlacedPods()
         self._place_initial_tasks()
         self.proportion = self._build_proportion()
         self.engine = PlacementEngine(self)
@@ -242,6 +242,8 @@ class Session:
         task.podset.count(old_status, -1)
         task.podset.count(status, +1)
         task.status, task.node, task.gpu_groups = status, node, gpu_groups
+        if self.uses_pod_affinity and old_node != node:
+            self.placed_pods.move(task.spec, old_node, node)
         if node >= 0:
             self._charge(task, status, node, gpu_groups, +1)
             if queues and status in ACTIVE:
@@ -259,14 +261,6 @@ class Session:
                 self.nodes.charge_shared(node, group, memory, status, sign)
 
     # ------------------------------------------------------------------ queries
-    def placed_labelled(self) -> list[tuple[TaskSpec, int]]:
-        """Placed tasks with labels: what a pod (anti-)affinity term can match."""
-        return [(t.spec, t.node) for t in self._labelled_tasks if t.node >= 0]
-
-    def placed_anti_affinity(self) -> list[tuple[TaskSpec, int]]:
-        """Placed tasks with anti-affinity terms: they keep matching newcomers away."""
-        return [(t.spec, t.node) for t in self._anti_affinity_tasks if t.node >= 0]
-
     def set_reason(self, job: JobInfo, reason: Reason) -> None:
         self.job_reasons[job.uid] = [reason]
 

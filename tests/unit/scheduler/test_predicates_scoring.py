@@ -129,3 +129,21 @@ def test_incremental_failure_codes_match_a_full_recount() -> None:
     for uid in ("p1", "f0"):
         cls = session.engine.class_of(session.tasks[uid])
         assert cls.explain(None, None) == cls.explain(everywhere, None)
+
+
+def test_placed_pod_index_follows_placements_and_rollback() -> None:
+    from kai.scheduler.session import Session
+    from kai.scheduler.snapshot import PodAffinityTerm
+    from kai.scheduler.statement import Statement
+
+    nodes = [node(f"n{i}", labels={"zone": f"z{i}"}) for i in range(2)]
+    web = task("web", labels={"app": "web"}, pod_anti_affinity=("zone", {"app": "web"}))
+    session = Session(cluster(nodes, [job("j", [web])]))
+    term = PodAffinityTerm("zone", (("app", "web"),))
+    stmt = Statement(session, "test")
+    stmt.allocate(session.tasks["web"], 1)
+    assert [n for _, n in session.placed_pods.matching("", term)] == [1]
+    assert session.placed_pods.any_anti_affinity()
+    stmt.discard()
+    assert list(session.placed_pods.matching("", term)) == []
+    assert not session.placed_pods.any_anti_affinity()
