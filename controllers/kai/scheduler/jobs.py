@@ -39,7 +39,7 @@ _COUNTS: dict[str, tuple[int, int, int, int]] = {
 }
 
 
-@dataclass(eq=False)
+@dataclass(eq=False, slots=True)
 class TaskInfo:
     spec: TaskSpec
     job: JobInfo
