@@ -36,7 +36,15 @@ def _random_snapshot(seed: int) -> Snapshot:
     leaves = []
     for k in range(rng.randint(1, 3)):
         limit = rng.choice([-1, -1, 2, 3, 6])
-        queues.append(queue(f"q{k}", parent="dept", gpu=(rng.choice([0, 1, 2, -1]), limit, 1)))
+        cpu_limit = rng.choice([-1, -1, 2500, 6000])
+        queues.append(
+            queue(
+                f"q{k}",
+                parent="dept",
+                gpu=(rng.choice([0, 1, 2, -1]), limit, 1),
+                cpu=(-1, cpu_limit, 1),
+            )
+        )
         leaves.append(f"q{k}")
     jobs = []
     for j in range(rng.randint(1, 7)):
@@ -137,23 +145,27 @@ def test_allocate_invariants(seed: int) -> None:
             active = sum(1 for t in j.tasks if out[t.uid][0] in ACTIVE)
             assert active >= (j.min_available or 0)
 
-    # 3. no queue or ancestor pushed over its GPU limit by this session
+    # 3. no queue or ancestor pushed over its GPU or CPU limit by this session
     parents = {q.name: q.parent for q in snap.queues}
-    limit = {q.name: q.resources["gpu"].limit for q in snap.queues}
-    used_before: dict[str, float] = defaultdict(float)
-    used_after: dict[str, float] = defaultdict(float)
-    for uid, spec in specs.items():
-        amount = spec.gpu.whole + (spec.gpu.fraction or 0)
-        q: str | None = jobs[spec.job].queue
-        while q is not None:
-            if before[uid] in ACTIVE:
-                used_before[q] += amount
-            if out[uid][0] in ACTIVE:
-                used_after[q] += amount
-            q = parents[q]
-    for name, cap in limit.items():
-        if cap != -1 and used_after[name] > used_before[name] + 1e-9:
-            assert used_after[name] <= cap + 1e-9
+    for resource in ("gpu", "cpu"):
+        limit = {q.name: q.resources[resource].limit for q in snap.queues}
+        used_before: dict[str, float] = defaultdict(float)
+        used_after: dict[str, float] = defaultdict(float)
+        for uid, spec in specs.items():
+            if resource == "gpu":
+                amount = spec.gpu.whole + (spec.gpu.fraction or 0)
+            else:
+                amount = spec.cpu_millis
+            q: str | None = jobs[spec.job].queue
+            while q is not None:
+                if before[uid] in ACTIVE:
+                    used_before[q] += amount
+                if out[uid][0] in ACTIVE:
+                    used_after[q] += amount
+                q = parents[q]
+        for name, cap in limit.items():
+            if cap != -1 and used_after[name] > used_before[name] + 1e-9:
+                assert used_after[name] <= cap + 1e-9
 
 
 @settings(max_examples=60, deadline=None)
