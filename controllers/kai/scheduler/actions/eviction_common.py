@@ -3,7 +3,10 @@
 Pending, ready jobs outside their preemption delay are popped best-first from
 :class:`JobsOrderByQueues` (the same order as allocate); for each, the action's ``attempt``
 function runs the victim search in its own statement and commits it on success. Jobs that
-already fit without evicting anybody are allocate's business and are skipped.
+already fit without evicting anybody are allocate's business and are skipped. Once a job found
+nothing, later jobs of the same shape (queue, priority, preemptibility, topology, task classes)
+are skipped in the same action: an unsuccessful search is the expensive case, and later
+evictions only remove candidates.
 """
 
 from __future__ import annotations
@@ -48,10 +51,32 @@ def run_jobs(
         lambda job: requests[job.uid],
         session.config.queue_depth_per_action.get(action),
     )
+    failed: set[tuple[object, ...]] = set()
     while (job := order.pop()) is not None:
         tasks = tasks_to_allocate(job)
-        if tasks:
-            attempt(session, job, tasks, pending_request(session, tasks))
+        if not tasks:
+            continue
+        shape = _shape(session, job, tasks)
+        if shape in failed:
+            continue  # an identical job already found no victims in this action
+        pending = job.pending
+        attempt(session, job, tasks, pending_request(session, tasks))
+        if job.pending == pending:
+            failed.add(shape)
+
+
+def _shape(session: Session, job: JobInfo, tasks: list[TaskInfo]) -> tuple[object, ...]:
+    """What decides a victim search's outcome, up to the job's identity: its queue, priority,
+    preemptibility, topology and delay-free tasks (request and constraints: the placement
+    engine's equivalence class). KAI keeps the same kind of cache (scheduling signatures)."""
+    engine = session.engine
+    return (
+        job.queue,
+        job.priority,
+        job.preemptible,
+        repr(job.spec.topology),
+        tuple(sorted((t.podset.name, engine.class_of(t).id) for t in tasks)),
+    )
 
 
 def note(session: Session, job: JobInfo, code: str, message: str) -> None:

@@ -87,7 +87,7 @@ def _attempt(session: Session, job: JobInfo, tasks: list[TaskInfo], request: Vec
     ):
         prefix = solver.smallest_prefix(order_units(session, candidates), accept)
         if prefix is None:
-            continue
+            break  # no room even with every unit that is fair on its own: a subset cannot do it
         solution = solver.apply(
             solver.minimise(prefix),
             move=session.config.allow_consolidating_reclaim,
