@@ -9,6 +9,8 @@ import queue
 import threading
 from typing import TYPE_CHECKING, Any
 
+from kai.sim.apiserver.deletion import with_rv
+
 if TYPE_CHECKING:
     from kai.sim.apiserver.operations import ApiCore
 
@@ -157,8 +159,6 @@ class Collector:
         if leftover == 0 and not ns_obj["metadata"].get("finalizers"):
             self._terminating.discard(name)
             core.store.next_rv()
-            from kai.sim.apiserver.operations import _with_rv
-
-            gone = _with_rv(ns_obj, core.store.rv)
+            gone = with_rv(ns_obj, core.store.rv)
             gone["spec"] = {**(ns_obj.get("spec") or {}), "finalizers": []}
             core.store.commit(("", "namespaces"), "DELETED", gone, ns_obj)

@@ -7,9 +7,7 @@ long-lived blocking loops that fit a thread each, and nothing heavier needs impo
 
 from __future__ import annotations
 
-import contextlib
 import logging
-import queue
 import time
 from email.utils import formatdate
 from http import HTTPStatus
@@ -22,18 +20,12 @@ import orjson
 from kai.sim.apiserver import discovery, openapi
 from kai.sim.apiserver.errors import ApiError, bad_request
 from kai.sim.apiserver.operations import WriteOptions
-from kai.sim.apiserver.selectors import (
-    fields_match,
-    labels_match,
-    parse_field_selector,
-    parse_label_selector,
-)
 from kai.sim.apiserver.tables import to_table
+from kai.sim.apiserver.watch import serve_watch
 
 if TYPE_CHECKING:
     from kai.sim.apiserver.operations import ApiCore
     from kai.sim.apiserver.resources import ResourceType
-    from kai.sim.apiserver.storage import Event
 
 log = logging.getLogger("kai.sim.apiserver")
 MAX_BODY = 3 * 1024 * 1024  # what kube-apiserver accepts per request body
@@ -82,7 +74,7 @@ class _Headers(dict[str, str]):
         return isinstance(key, str) and super().__contains__(key.lower())
 
 
-class _Route:
+class Route:
     __slots__ = ("group", "name", "namespace", "plural", "sub", "version")
 
     def __init__(
@@ -98,7 +90,7 @@ class _Route:
         self.plural, self.name, self.sub = plural, name, sub
 
 
-def _parse_resource_path(parts: list[str]) -> _Route | None:
+def _parse_resource_path(parts: list[str]) -> Route | None:
     """``parts`` after the /api or /apis prefix."""
     if parts and parts[0] == "api":
         if len(parts) < 3:
@@ -122,14 +114,14 @@ def _parse_resource_path(parts: list[str]) -> _Route | None:
     sub = rest[2] if len(rest) > 2 else ""
     if len(rest) > 3:
         return None
-    return _Route(group, version, ns, plural, name, sub)
+    return Route(group, version, ns, plural, name, sub)
 
 
 class ApiHandler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     disable_nagle_algorithm = True  # small responses must not wait for delayed ACKs
     server: ApiHTTPServer
-    _pending: list[bytes]
+    pending: list[bytes]
     server_version = "kai-sim-apiserver"
 
     def parse_request(self) -> bool:
@@ -361,7 +353,7 @@ class ApiHandler(BaseHTTPRequestHandler):
             return False
         return True
 
-    def _resource(self, method: str, route: _Route, q: dict[str, str], raw: bytes) -> None:
+    def _resource(self, method: str, route: Route, q: dict[str, str], raw: bytes) -> None:
         core = self.server.core
         rt = core.resolve(route.group, route.version, route.plural)
         if rt.namespaced is False and route.namespace is not None:
@@ -394,7 +386,7 @@ class ApiHandler(BaseHTTPRequestHandler):
             )
         if method == "GET":
             if is_watch:
-                self._watch(rt, route, ns, q)
+                serve_watch(self, rt, route, ns, q)
             elif route.name is None:
                 listing = core.list_objects(rt, route.version, ns, q)
                 self._send_maybe_table(
@@ -441,7 +433,7 @@ class ApiHandler(BaseHTTPRequestHandler):
             else:
                 self._send(200, core.delete(rt, route.version, ns, name, body, q, opts))
 
-    def _table_version(self) -> str | None:
+    def table_version(self) -> str | None:
         accept = self.headers.get("Accept") or ""
         if "as=Table" not in accept:
             return None
@@ -458,7 +450,7 @@ class ApiHandler(BaseHTTPRequestHandler):
         q: dict[str, str],
         plain: Any,
     ) -> None:
-        tv = self._table_version()
+        tv = self.table_version()
         if tv is None:
             self._send(200, plain)
             return
@@ -467,194 +459,24 @@ class ApiHandler(BaseHTTPRequestHandler):
         )
 
     # -- watch -------------------------------------------------------------------------------
-    def _watch(self, rt: ResourceType, route: _Route, ns: str | None, q: dict[str, str]) -> None:
-        core = self.server.core
-        store = core.store
-        labels = parse_label_selector(q.get("labelSelector"))
-        fields = parse_field_selector(q.get("fieldSelector"), rt.supports_field, rt.kind)
-        if route.name is not None:
-            fields.append(("metadata.name", True, route.name))
-        index = None
-        for fld, equal, value in fields:
-            if equal and fld in ("spec.nodeName", "metadata.name"):
-                index = (fld, value)
-                break
-        rv_param = q.get("resourceVersion") or ""
-        since: int | None = None
-        if rv_param not in ("", "0"):
-            try:
-                since = int(rv_param)
-            except ValueError as exc:
-                raise bad_request(f"invalid resource version {rv_param!r}") from exc
-        timeout = float(q.get("timeoutSeconds") or core.options.default_watch_timeout)
-        bookmarks = q.get("allowWatchBookmarks") in ("true", "1", "True")
-        initial_end = q.get("sendInitialEvents") == "true" and since is None
-        api_version = rt.api_version(route.version)
-        wire_version = None if rt.storage_version == route.version else api_version
-        table = self._table_version()
-
-        def initial() -> list[dict[str, Any]]:
-            return list(store.iter(rt.key, ns))
-
-        def wanted(obj: dict[str, Any] | None) -> bool:
-            if obj is None:
-                return False
-            md = obj["metadata"]
-            if ns is not None and md.get("namespace") != ns:
-                return False
-            if labels and not labels_match(labels, md.get("labels")):
-                return False
-            return not (fields and not fields_match(fields, obj))
-
-        try:
-            w, backlog = store.open_watch(rt.key, since, index, initial)
-        except LookupError:
-            self._pending = []
-            self._start_stream()
-            err = ApiError(
-                410, f"too old resource version: {since} ({store.compacted_rv})", "Expired"
-            )
-            self._chunk(orjson.dumps({"type": "ERROR", "object": err.status()}) + b"\n")
-            self._end_stream()
-            return
-        sent = 0
-        self._pending = []
-        try:
-            self._start_stream()
-            deadline = time.monotonic() + timeout
-            last_bookmark = time.monotonic()
-
-            def emit(ev: Event) -> bool:
-                nonlocal sent
-                if ev.type == "MODIFIED" and (labels or fields or ns is not None):
-                    now_in, was_in = wanted(ev.obj), wanted(ev.prev)
-                    etype = (
-                        ("MODIFIED" if was_in else "ADDED")
-                        if now_in
-                        else ("DELETED" if was_in else None)
-                    )
-                else:
-                    etype = ev.type if wanted(ev.obj) else None
-                if etype is None:
-                    return True
-                if table is not None:
-                    obj = core.at_version(rt, ev.obj, route.version)
-                    data = (
-                        orjson.dumps(
-                            {
-                                "type": etype,
-                                "object": to_table(
-                                    rt,
-                                    route.version,
-                                    [obj],
-                                    {"resourceVersion": obj["metadata"]["resourceVersion"]},
-                                    q.get("includeObject", "Metadata"),
-                                    table,
-                                ),
-                            }
-                        )
-                        + b"\n"
-                    )
-                else:
-                    data = ev.wire(etype, wire_version)
-                self._chunk(data)
-                sent += 1
-                return not (core.faults.active and core.faults.drop_watch(sent))
-
-            for ev in backlog:
-                if not emit(ev):
-                    return
-            if initial_end and bookmarks:
-                self._chunk(
-                    orjson.dumps(
-                        {
-                            "type": "BOOKMARK",
-                            "object": {
-                                "kind": rt.kind,
-                                "apiVersion": api_version,
-                                "metadata": {
-                                    "resourceVersion": str(store.rv),
-                                    "annotations": {"k8s.io/initial-events-end": "true"},
-                                },
-                            },
-                        }
-                    )
-                    + b"\n"
-                )
-            self._flush()
-            interval = core.options.bookmark_interval
-            while not self.server.stopping:
-                now = time.monotonic()
-                if now >= deadline:
-                    break
-                wait = min(deadline - now, 0.5)
-                if bookmarks:
-                    wait = min(wait, max(0.0, last_bookmark + interval - now))
-                got = True
-                try:
-                    item = w.queue.get(timeout=max(wait, 0.001))
-                except queue.Empty:
-                    got, item = False, None
-                if got and item is None:
-                    return  # the watch fell too far behind: close it, the client relists
-                if item is not None:
-                    if not emit(item):
-                        return
-                    for _ in range(1000):  # drain without blocking, then write once
-                        try:
-                            more = w.queue.get_nowait()
-                        except queue.Empty:
-                            break
-                        if more is None or not emit(more):
-                            return
-                    self._flush()
-                if bookmarks and time.monotonic() - last_bookmark >= interval:
-                    with store.lock:
-                        quiet = w.queue.empty()
-                        rv = store.rv
-                    if quiet:
-                        self._chunk(
-                            orjson.dumps(
-                                {
-                                    "type": "BOOKMARK",
-                                    "object": {
-                                        "kind": rt.kind,
-                                        "apiVersion": api_version,
-                                        "metadata": {"resourceVersion": str(rv)},
-                                    },
-                                }
-                            )
-                            + b"\n"
-                        )
-                        self._flush()
-                    last_bookmark = time.monotonic()
-            self._end_stream()
-        except (BrokenPipeError, ConnectionResetError, OSError):
-            self.close_connection = True
-        finally:
-            store.close_watch(w)
-            self.close_connection = True
-            with contextlib.suppress(OSError):
-                self._flush()  # events sent before a (fault-injected) drop still arrive
-
-    def _start_stream(self) -> None:
+    def start_stream(self) -> None:
         self.send_response(200)
         self.send_header("Content-Type", "application/json")
         self.send_header("Transfer-Encoding", "chunked")
         self.send_header("Cache-Control", "no-cache, private")
         self.end_headers()
 
-    def _chunk(self, data: bytes) -> None:
-        """Queue one watch event; :meth:`_flush` writes the queued ones in one system call."""
-        self._pending.append(b"%x\r\n%s\r\n" % (len(data), data))
+    def chunk(self, data: bytes) -> None:
+        """Queue one watch event; :meth:`flush_chunks` writes the queued ones in one system call."""
+        self.pending.append(b"%x\r\n%s\r\n" % (len(data), data))
 
-    def _flush(self) -> None:
-        if self._pending:
-            data = b"".join(self._pending)
-            self._pending.clear()
+    def flush_chunks(self) -> None:
+        if self.pending:
+            data = b"".join(self.pending)
+            self.pending.clear()
             self.wfile.write(data)
 
-    def _end_stream(self) -> None:
-        self._chunk(b"")
-        self._pending[-1] = b"0\r\n\r\n"
-        self._flush()
+    def end_stream(self) -> None:
+        self.chunk(b"")
+        self.pending[-1] = b"0\r\n\r\n"
+        self.flush_chunks()

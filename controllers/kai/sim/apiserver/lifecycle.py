@@ -175,3 +175,42 @@ def secret_string_data(secret: dict[str, Any]) -> None:
         for k, v in plain.items():
             data[k] = base64.b64encode(str(v).encode()).decode()
         secret["data"] = data
+
+
+_POD_MUTABLE_SPEC = (
+    "activeDeadlineSeconds",
+    "tolerations",
+    "terminationGracePeriodSeconds",
+    "schedulingGates",
+)
+
+
+def check_pod_update(old: dict[str, Any], new: dict[str, Any]) -> None:
+    def frozen(spec: dict[str, Any]) -> dict[str, Any]:
+        out = {k: v for k, v in spec.items() if k not in _POD_MUTABLE_SPEC}
+        out["containers"] = [
+            {k: v for k, v in c.items() if k != "image"} for c in spec.get("containers") or []
+        ]
+        out["initContainers"] = [
+            {k: v for k, v in c.items() if k != "image"} for c in spec.get("initContainers") or []
+        ]
+        return out
+
+    if frozen(new.get("spec") or {}) != frozen(old.get("spec") or {}):
+        name = old["metadata"]["name"]
+        raise invalid(
+            "Pod",
+            "",
+            name,
+            [
+                field_cause(
+                    "spec",
+                    "Forbidden: pod updates may not change fields other than "
+                    "`spec.containers[*].image`, `spec.initContainers[*].image`, "
+                    "`spec.activeDeadlineSeconds`, `spec.tolerations` (only additions to "
+                    "existing tolerations), `spec.terminationGracePeriodSeconds` (allow it to "
+                    "be set to 1 if it was previously negative) or `spec.schedulingGates`",
+                    "FieldValueForbidden",
+                )
+            ],
+        )

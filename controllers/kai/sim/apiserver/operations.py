@@ -9,7 +9,6 @@ object, as the real server does.
 
 from __future__ import annotations
 
-import base64
 import random
 import threading
 import uuid
@@ -18,13 +17,13 @@ from typing import Any
 
 import orjson
 
-from kai.sim.apiserver import lifecycle, meta
+from kai.sim.apiserver import binding, deletion, lifecycle, listing, meta
+from kai.sim.apiserver.deletion import with_rv as _with_rv
 from kai.sim.apiserver.errors import (
     ApiError,
     already_exists,
     bad_request,
     conflict,
-    expired,
     field_cause,
     invalid,
     not_found,
@@ -40,12 +39,6 @@ from kai.sim.apiserver.resources import (
     parse_group_version,
 )
 from kai.sim.apiserver.schema_validation import validate_custom_resource
-from kai.sim.apiserver.selectors import (
-    fields_match,
-    labels_match,
-    parse_field_selector,
-    parse_label_selector,
-)
 from kai.sim.apiserver.shapes import SHAPES
 from kai.sim.apiserver.storage import Store
 
@@ -141,64 +134,7 @@ class ApiCore:
     def list_objects(
         self, rt: ResourceType, version: str, ns: str | None, q: dict[str, str]
     ) -> dict[str, Any]:
-        labels = parse_label_selector(q.get("labelSelector"))
-        fields = parse_field_selector(q.get("fieldSelector"), rt.supports_field, rt.kind)
-        limit = int(q.get("limit") or 0)
-        token = q.get("continue")
-        if token:
-            snap_id, offset = _decode_continue(token)
-            snap = self.store.load_snapshot(snap_id)
-            if snap is None:
-                raise expired(
-                    "The provided continue parameter is too old to display a "
-                    "consistent list result. You can start a new list without the "
-                    "continue parameter."
-                )
-            items, list_rv = snap.items, snap.rv
-        else:
-            rv_param = q.get("resourceVersion")
-            if rv_param not in (None, "", "0"):
-                try:
-                    wanted = int(str(rv_param))
-                except ValueError as exc:
-                    raise bad_request(f"invalid resource version {rv_param!r}") from exc
-                if wanted > self.store.rv:
-                    raise ApiError(
-                        504,
-                        f"Too large resource version: {wanted}, current: {self.store.rv}",
-                        "Timeout",
-                    )
-                if q.get("resourceVersionMatch") == "Exact" and wanted != self.store.rv:
-                    raise expired(f"too old resource version: {wanted} ({self.store.rv})")
-            with self.store.lock:
-                items = self.store.sorted_items(rt.key, ns)
-                list_rv = self.store.rv
-            offset = 0
-        out: list[dict[str, Any]] = []
-        i = offset
-        n = len(items)
-        while i < n:
-            obj = items[i]
-            i += 1
-            if labels and not labels_match(labels, obj["metadata"].get("labels")):
-                continue
-            if fields and not fields_match(fields, obj):
-                continue
-            out.append(self.at_version(rt, obj, version))
-            if limit and len(out) >= limit:
-                break
-        list_meta: dict[str, Any] = {"resourceVersion": str(list_rv)}
-        if limit and i < n:
-            snap_id = snap_id if token else self.store.save_snapshot(list_rv, items)
-            list_meta["continue"] = _encode_continue(snap_id, i)
-            if not labels and not fields:
-                list_meta["remainingItemCount"] = n - i
-        return {
-            "kind": rt.kind + "List",
-            "apiVersion": rt.api_version(version),
-            "metadata": list_meta,
-            "items": out,
-        }
+        return listing.list_objects(self, rt, version, ns, q)
 
     # -- create ----------------------------------------------------------------------------
     def _decode(self, rt: ResourceType, version: str, body: Any, ns: str | None) -> dict[str, Any]:
@@ -662,7 +598,7 @@ class ApiCore:
             else:
                 merged.pop("status", None)
         if rt.key == PODS_KEY:
-            self._check_pod_update(old, merged)
+            lifecycle.check_pod_update(old, merged)
         if rt.key == SECRETS_KEY:
             lifecycle.secret_string_data(merged)
         if rt.key == CRD_KEY:
@@ -682,37 +618,6 @@ class ApiCore:
         if rt.has_generation and meta.spec_of(merged) != meta.spec_of(old):
             md["generation"] = int(old_md.get("generation") or 0) + 1
         return merged
-
-    def _check_pod_update(self, old: dict[str, Any], new: dict[str, Any]) -> None:
-        def frozen(spec: dict[str, Any]) -> dict[str, Any]:
-            out = {k: v for k, v in spec.items() if k not in _POD_MUTABLE_SPEC}
-            out["containers"] = [
-                {k: v for k, v in c.items() if k != "image"} for c in spec.get("containers") or []
-            ]
-            out["initContainers"] = [
-                {k: v for k, v in c.items() if k != "image"}
-                for c in spec.get("initContainers") or []
-            ]
-            return out
-
-        if frozen(new.get("spec") or {}) != frozen(old.get("spec") or {}):
-            name = old["metadata"]["name"]
-            raise invalid(
-                "Pod",
-                "",
-                name,
-                [
-                    field_cause(
-                        "spec",
-                        "Forbidden: pod updates may not change fields other than "
-                        "`spec.containers[*].image`, `spec.initContainers[*].image`, "
-                        "`spec.activeDeadlineSeconds`, `spec.tolerations` (only additions to "
-                        "existing tolerations), `spec.terminationGracePeriodSeconds` (allow it to "
-                        "be set to 1 if it was previously negative) or `spec.schedulingGates`",
-                        "FieldValueForbidden",
-                    )
-                ],
-            )
 
     def _commit_update(
         self, rt: ResourceType, cur: dict[str, Any], merged: dict[str, Any]
@@ -743,90 +648,7 @@ class ApiCore:
 
     # -- bind ------------------------------------------------------------------------------
     def bind(self, ns: str, name: str, body: Any, opts: WriteOptions) -> dict[str, Any]:
-        if not isinstance(body, dict) or not isinstance(body.get("target"), dict):
-            raise invalid(
-                "Binding", "", name, [field_cause("target", "Required value", "FieldValueRequired")]
-            )
-        target = body["target"]
-        node = target.get("name")
-        if not node:
-            raise invalid(
-                "Binding",
-                "",
-                name,
-                [field_cause("target.name", "Required value", "FieldValueRequired")],
-            )
-        if target.get("kind", "Node") != "Node":
-            raise invalid(
-                "Binding",
-                "",
-                name,
-                [
-                    field_cause(
-                        "target.kind",
-                        f"Invalid value: \"{target.get('kind')}\": must be empty or 'Node'",
-                    )
-                ],
-            )
-        pods = self.types[PODS_KEY]
-        binding_obj = {
-            "apiVersion": "v1",
-            "kind": "Binding",
-            "metadata": {"name": name, "namespace": ns},
-            "target": target,
-        }
-        self.admission.validate(
-            "CREATE",
-            pods,
-            "v1",
-            "binding",
-            binding_obj,
-            None,
-            opts,
-            object_kind=("", "v1", "Binding"),
-        )
-        with self.store.lock:
-            cur = self.store.get(PODS_KEY, ns, name)
-            if cur is None:
-                raise not_found("pods", "", name)
-            if cur["metadata"].get("deletionTimestamp"):
-                raise conflict(
-                    "pods/binding",
-                    "",
-                    name,
-                    f"pod {name} is being deleted, cannot be assigned to a host",
-                )
-            assigned = (cur.get("spec") or {}).get("nodeName")
-            if assigned:
-                raise conflict(
-                    "pods/binding", "", name, f'pod {name} is already assigned to node "{assigned}"'
-                )
-            if opts.dry_run:
-                return _success(201)
-            new = dict(cur)
-            new["spec"] = dict(cur.get("spec") or {})
-            new["spec"]["nodeName"] = node
-            new["metadata"] = dict(cur["metadata"])
-            extra = (body.get("metadata") or {}).get("annotations")
-            if extra:
-                new["metadata"]["annotations"] = {
-                    **(cur["metadata"].get("annotations") or {}),
-                    **extra,
-                }
-            status = dict(cur.get("status") or {})
-            conds = [c for c in status.get("conditions") or [] if c.get("type") != "PodScheduled"]
-            conds.append(
-                {
-                    "type": "PodScheduled",
-                    "status": "True",
-                    "lastProbeTime": None,
-                    "lastTransitionTime": meta.now(),
-                }
-            )
-            status["conditions"] = conds
-            new["status"] = status
-            self._commit_update(pods, cur, new)
-        return _success(201)
+        return binding.bind(self, ns, name, body, opts)
 
     # -- delete ----------------------------------------------------------------------------
     def delete(
@@ -839,149 +661,15 @@ class ApiCore:
         q: dict[str, str],
         opts: WriteOptions,
     ) -> dict[str, Any]:
-        options = body if isinstance(body, dict) else {}
-        grace = options.get("gracePeriodSeconds", q.get("gracePeriodSeconds"))
-        grace_s = int(grace) if grace not in (None, "") else None
-        policy = options.get("propagationPolicy") or q.get("propagationPolicy")
-        if policy is None:
-            orphan = options.get("orphanDependents", q.get("orphanDependents"))
-            if orphan in (True, "true"):
-                policy = "Orphan"
-            elif orphan in (False, "false"):
-                policy = "Background"
-        if policy is not None and policy not in ("Orphan", "Background", "Foreground"):
-            raise invalid(
-                "DeleteOptions",
-                "",
-                name,
-                [
-                    field_cause(
-                        "propagationPolicy",
-                        f'Unsupported value: "{policy}": supported values: '
-                        '"Foreground", "Background", "Orphan", "nil"',
-                        "FieldValueNotSupported",
-                    )
-                ],
-            )
-        pre = options.get("preconditions") or {}
-        cur = self.store.get(rt.key, ns or "", name)
-        if cur is None:
-            raise not_found(rt.plural, rt.group, name)
-        self.admission.validate("DELETE", rt, version, "", None, cur, opts)
-        with self.store.lock:
-            cur = self.store.get(rt.key, ns or "", name)
-            if cur is None:
-                raise not_found(rt.plural, rt.group, name)
-            cmd = cur["metadata"]
-            if pre.get("uid") and pre["uid"] != cmd.get("uid"):
-                raise conflict(
-                    rt.plural,
-                    rt.group,
-                    name,
-                    "Precondition failed: UID in "
-                    f"precondition: {pre['uid']}, UID in object meta: {cmd.get('uid')}",
-                )
-            if pre.get("resourceVersion") and pre["resourceVersion"] != cmd["resourceVersion"]:
-                raise conflict(
-                    rt.plural,
-                    rt.group,
-                    name,
-                    "Precondition failed: "
-                    f"ResourceVersion in precondition: {pre['resourceVersion']}, "
-                    f"ResourceVersion in object meta: {cmd['resourceVersion']}",
-                )
-            if opts.dry_run:
-                return self.at_version(rt, cur, version)
-            result = self.delete_locked(rt, cur, grace_s, policy or rt.default_propagation)
-        return self.at_version(rt, result, version)
+        return deletion.delete(self, rt, version, ns, name, body, q, opts)
 
     def delete_locked(
         self, rt: ResourceType, cur: dict[str, Any], grace: int | None, policy: str
     ) -> dict[str, Any]:
-        """The deletion rules (lock held); returns the object's final or pending state."""
-        cmd = cur["metadata"]
-        finalizers = list(cmd.get("finalizers") or [])
-        if policy == "Orphan":
-            self.collector.orphan_dependents(cmd["uid"])
-        elif (
-            policy == "Foreground"
-            and "foregroundDeletion" not in finalizers
-            and self.store.owner_index.get(cmd["uid"])
-        ):
-            finalizers.append("foregroundDeletion")
-        pending_grace = 0
-        if rt.key == PODS_KEY and self.options.pod_deletion == "kubelet":
-            spec, status = cur.get("spec") or {}, cur.get("status") or {}
-            terminal = status.get("phase") in ("Succeeded", "Failed")
-            if spec.get("nodeName") and not terminal:
-                pending_grace = (
-                    grace
-                    if grace is not None
-                    else int(spec.get("terminationGracePeriodSeconds", 30))
-                )
-                if cmd.get("deletionTimestamp"):
-                    pending_grace = min(
-                        pending_grace, int(cmd.get("deletionGracePeriodSeconds") or 0)
-                    )
-        if rt.key == NS_KEY:
-            finalizers_spec = (cur.get("spec") or {}).get("finalizers") or []
-            if cmd.get("deletionTimestamp"):
-                return cur
-            new = dict(cur)
-            new["metadata"] = (
-                {**cmd, "deletionTimestamp": meta.now(), "finalizers": finalizers}
-                if finalizers
-                else {**cmd, "deletionTimestamp": meta.now()}
-            )
-            new["status"] = {**(cur.get("status") or {}), "phase": "Terminating"}
-            new["spec"] = {**(cur.get("spec") or {}), "finalizers": finalizers_spec}
-            self.store.next_rv()
-            stored = _with_rv(new, self.store.rv)
-            self.store.commit(rt.key, "MODIFIED", stored, cur)
-            self.collector.enqueue_namespace(cmd["name"])
-            return stored
-        if finalizers or pending_grace > 0:
-            if (
-                cmd.get("deletionTimestamp")
-                and finalizers == list(cmd.get("finalizers") or [])
-                and pending_grace == int(cmd.get("deletionGracePeriodSeconds") or 0)
-            ):
-                return cur
-            new = dict(cur)
-            md = dict(cmd)
-            md.setdefault("deletionTimestamp", meta.now())
-            md["deletionGracePeriodSeconds"] = pending_grace
-            if finalizers:
-                md["finalizers"] = finalizers
-            new["metadata"] = md
-            if rt.has_generation and not cmd.get("deletionTimestamp"):
-                md["generation"] = int(cmd.get("generation") or 0) + 1
-            self.store.next_rv()
-            stored = _with_rv(new, self.store.rv)
-            if not finalizers and pending_grace == 0:
-                self.store.commit(rt.key, "DELETED", stored, cur)
-                self._after_delete(rt, stored)
-            else:
-                self.store.commit(rt.key, "MODIFIED", stored, cur)
-                if "foregroundDeletion" in finalizers:
-                    self.collector.enqueue_dependents(cmd["uid"], "Background")
-            return stored
-        self.store.next_rv()
-        gone = _with_rv(cur, self.store.rv)
-        self.store.commit(rt.key, "DELETED", gone, cur)
-        self._after_delete(rt, gone)
-        return gone
+        return deletion.delete_locked(self, rt, cur, grace, policy)
 
     def _after_delete(self, rt: ResourceType, gone: dict[str, Any]) -> None:
-        md = gone["metadata"]
-        if rt.key == CRD_KEY:
-            self._uninstall_crd(gone)
-        if self.store.owner_index.get(md["uid"]):
-            self.collector.enqueue_dependents(md["uid"], "Background")
-        for ref in md.get("ownerReferences") or []:
-            self.collector.enqueue_owner_check(ref, md.get("namespace") or "")
-        if md.get("namespace"):
-            self.collector.namespace_changed(md["namespace"])
+        deletion.after_delete(self, rt, gone)
 
     def delete_collection(
         self,
@@ -992,27 +680,7 @@ class ApiCore:
         q: dict[str, str],
         opts: WriteOptions,
     ) -> dict[str, Any]:
-        listing = self.list_objects(
-            rt, version, ns, {k: v for k, v in q.items() if k in ("labelSelector", "fieldSelector")}
-        )
-        deleted = []
-        for item in listing["items"]:
-            md = item["metadata"]
-            try:
-                deleted.append(
-                    self.delete(rt, version, md.get("namespace"), md["name"], body, q, opts)
-                )
-            except ApiError as exc:
-                if exc.code != 404:
-                    raise
-        listing["items"] = deleted
-        return listing
-
-
-def _with_rv(obj: dict[str, Any], rv: int) -> dict[str, Any]:
-    out = dict(obj)
-    out["metadata"] = {**obj["metadata"], "resourceVersion": str(rv)}
-    return out
+        return deletion.delete_collection(self, rt, version, ns, body, q, opts)
 
 
 def _drop_nulls(obj: dict[str, Any]) -> None:
@@ -1026,23 +694,6 @@ def _drop_nulls(obj: dict[str, Any]) -> None:
             for item in value:
                 if isinstance(item, dict):
                     _drop_nulls(item)
-
-
-def _success(code: int) -> dict[str, Any]:
-    return {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "code": code}
-
-
-def _encode_continue(snap_id: str, offset: int) -> str:
-    raw = orjson.dumps({"s": snap_id, "o": offset})
-    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
-
-
-def _decode_continue(token: str) -> tuple[str, int]:
-    try:
-        data = orjson.loads(base64.urlsafe_b64decode(token + "=" * (-len(token) % 4)))
-        return str(data["s"]), int(data["o"])
-    except (ValueError, KeyError, TypeError) as exc:
-        raise bad_request(f"continue key is not valid: {token!r}") from exc
 
 
 def _load_yaml(raw: bytes) -> Any:
