@@ -56,6 +56,9 @@ def build_result(session: Session) -> SessionResult:
         )
         and not any(session.original[t.uid][0] in ALLOCATED_STATUSES for t in job.tasks)
     )
+    # decisions in task-uid order, whatever the order of the snapshot's lists
+    binds.sort(key=lambda decision: decision.task)
+    pipelined.sort(key=lambda decision: decision.task)
     return SessionResult(
         tasks=tasks,
         binds=binds,

@@ -182,6 +182,9 @@ def test_same_snapshot_same_decisions_in_any_input_order(seed: int) -> None:
     for j in shuffled.jobs:
         rng.shuffle(j.tasks)
     assert _outcome(shuffled) == first
+    a = run_session(snap, ["allocate"])
+    b = run_session(shuffled, ["allocate"])
+    assert (a.binds, a.pipelined, a.job_reasons) == (b.binds, b.pipelined, b.job_reasons)
 
 
 def _affinity_snapshot(seed: int) -> Snapshot:
