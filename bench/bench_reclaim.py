@@ -26,6 +26,7 @@ import statistics
 import sys
 import time
 import tracemalloc
+from dataclasses import replace
 
 from kai.scheduler.session import run_session
 from kai.scheduler.snapshot import (
@@ -147,8 +148,72 @@ def build(nodes: int, task_gpus: int = 4, queues: int = 1, seed: int = 7) -> Sna
     )
 
 
-def bench(nodes: int, repeat: int, task_gpus: int, queues: int) -> dict[str, float]:
+def block(snapshot: Snapshot, gangs: int) -> Snapshot:
+    """The unsuccessful case: one task per node becomes non-preemptible, and ``gangs`` identical
+    pending gangs of eight 8-GPU tasks (whole nodes) wait in ``research`` (quota raised so the
+    gate passes): no node can be emptied, every search fails."""
+    blockers: list[TaskSpec] = []
+    seen: set[str] = set()
+    for job in snapshot.jobs:
+        for task in list(job.tasks):
+            if task.node is not None and task.node not in seen:
+                seen.add(task.node)
+                job.tasks.remove(task)
+                blockers.append(replace(task, job="blockers"))
+        job.min_available = len(job.tasks)
+    snapshot.jobs = [j for j in snapshot.jobs if j.tasks and j.queue != "research"]
+    snapshot.jobs.append(
+        JobSpec(
+            uid="blockers",
+            name="blockers",
+            queue=snapshot.jobs[0].queue,
+            priority=100,
+            preemptible=False,
+            created_at=NOW - 7200,
+            min_available=1,
+            tasks=blockers,
+        )
+    )
+    for g in range(gangs):
+        uid = f"big-{g:03d}"
+        snapshot.jobs.append(
+            JobSpec(
+                uid=uid,
+                name=uid,
+                queue="research",
+                priority=50,
+                preemptible=True,
+                created_at=NOW - 60 + g,
+                min_available=8,
+                tasks=[
+                    TaskSpec(
+                        uid=f"{uid}-{k}",
+                        name=f"{uid}-{k}",
+                        job=uid,
+                        status=TaskStatus.PENDING,
+                        cpu_millis=8_000,
+                        memory_bytes=64_000_000_000,
+                        gpu=GpuRequest(whole=8),
+                    )
+                    for k in range(8)
+                ],
+            )
+        )
+    snapshot.queues = [
+        replace(q, resources={**q.resources, "gpu": QueueResource(10**6, -1, 1)})
+        if q.name == "research"
+        else q
+        for q in snapshot.queues
+    ]
+    return snapshot
+
+
+def bench(
+    nodes: int, repeat: int, task_gpus: int, queues: int, blocked: int = 0
+) -> dict[str, float]:
     snapshot = build(nodes, task_gpus, queues)
+    if blocked:
+        snapshot = block(snapshot, blocked)
     times: list[float] = []
     cpu_times: list[float] = []
     result = None
@@ -163,7 +228,9 @@ def bench(nodes: int, repeat: int, task_gpus: int, queues: int) -> dict[str, flo
     evicted_gpus = task_gpus * len(evicted)
     victim_jobs = len({t.rsplit("-", 1)[0] for t in evicted})
     pipelined = sum(1 for o in result.tasks.values() if o.status is TaskStatus.PIPELINED)
-    if pipelined != GANG_GPUS // task_gpus:
+    if blocked and (pipelined or evicted):
+        raise SystemExit(f"{nodes} nodes: a blocked gang was placed")
+    if not blocked and pipelined != GANG_GPUS // task_gpus:
         raise SystemExit(f"{nodes} nodes: the gang was not pipelined ({pipelined} tasks)")
     tracemalloc.start()
     run_session(snapshot, ["reclaim"])
@@ -171,7 +238,9 @@ def bench(nodes: int, repeat: int, task_gpus: int, queues: int) -> dict[str, flo
     tracemalloc.stop()
     return {
         "nodes": nodes,
-        "running_tasks": sum(len(j.tasks) for j in snapshot.jobs) - GANG_GPUS // task_gpus,
+        "running_tasks": sum(
+            1 for j in snapshot.jobs for t in j.tasks if t.status is TaskStatus.RUNNING
+        ),
         "victim_jobs": victim_jobs,
         "evicted_gpus": evicted_gpus,
         "median_s": statistics.median(times),
@@ -192,9 +261,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--queues", type=int, default=1, help="spread the train jobs over this many queues"
     )
+    parser.add_argument(
+        "--blocked",
+        type=int,
+        default=0,
+        metavar="GANGS",
+        help="the unsuccessful case: one non-preemptible task per node, GANGS pending gangs of "
+        "whole nodes that cannot fit",
+    )
     args = parser.parse_args(argv)
     print(
         f"# reclaim bench, {args.task_gpus}-GPU tasks, {args.queues} train queue(s), "
+        f"{args.blocked or 'no'} blocked gang(s), "
         f"Python {platform.python_version()}, "
         f"{platform.machine()}"
     )
@@ -204,7 +282,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|")
     for nodes in args.nodes:
-        r = bench(nodes, args.repeat, args.task_gpus, args.queues)
+        r = bench(nodes, args.repeat, args.task_gpus, args.queues, args.blocked)
         target = TARGETS.get(nodes)
         verdict = "" if target is None else f"< {target:g} s"
         print(
