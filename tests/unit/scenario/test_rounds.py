@@ -131,8 +131,9 @@ def test_whole_gpu_outcomes_have_no_gpu_groups(make_scenario: Callable[..., Scen
         (None, "no outcome for task 't'"),
         (TaskOutcome(S.BINDING, None), "which is not a node"),
         (TaskOutcome(S.BINDING, "n9"), "which is not a node"),
-        (TaskOutcome(S.BINDING, "n0", ()), "expected one or more 'n0/<id>'"),
-        (TaskOutcome(S.BINDING, "n0", ("n1/0",)), "expected one or more 'n0/<id>'"),
+        (TaskOutcome(S.BINDING, "n0", ()), "expected 1 distinct 'n0/<id>'"),
+        (TaskOutcome(S.BINDING, "n0", ("n1/0",)), "expected 1 distinct 'n0/<id>'"),
+        (TaskOutcome(S.BINDING, "n0", ("n0/0", "n0/1")), "expected 1 distinct 'n0/<id>'"),
     ],
 )
 def test_outcomes_outside_the_contract_are_core_errors(
@@ -147,3 +148,25 @@ def test_outcomes_outside_the_contract_are_core_errors(
 
     with pytest.raises(CoreOutputError, match=message):
         run_scenario(scenario, session)
+
+
+@pytest.mark.parametrize(
+    ("groups", "good"),
+    [
+        (("n0/0", "n0/1"), True),
+        (("n0/0",), False),
+        (("n0/0", "n0/0"), False),
+        (("n0/0", "n0/1", "n0/2"), False),
+    ],
+)
+def test_a_multi_device_outcome_names_one_group_per_device(
+    make_scenario: Callable[..., Scenario], groups: tuple[str, ...], good: bool
+) -> None:
+    request = {"gpuFraction": 0.5, "gpuDevices": 2}
+    scenario = make_scenario(document([node("n0")], [job("j", [task("t", request=request)])]))
+    script = Script({"t": TaskOutcome(S.BINDING, "n0", groups)})
+    if good:
+        assert run_scenario(scenario, script)[0].result["t"] == TaskState("Binding", "n0", groups)
+    else:
+        with pytest.raises(CoreOutputError, match="expected 2 distinct 'n0/<id>'"):
+            run_scenario(scenario, script)

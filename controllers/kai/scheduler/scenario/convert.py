@@ -46,7 +46,8 @@ def to_snapshot(
         queues=[_queue(queue) for queue in scenario.queues],
         jobs=[_job(job, states, gpu_requests) for job in scenario.jobs],
         topologies=[
-            core.TopologySpec(name=t.name, levels=list(t.levels)) for t in scenario.topologies
+            core.TopologySpec(name=t.name, levels=list(t.levels), aliases=dict(t.aliases))
+            for t in scenario.topologies
         ],
         config=_config(scenario),
     )
@@ -134,11 +135,13 @@ def _job(
         tasks=[_task(t, states[t.name], created_at, job.namespace, gpu) for t in job.tasks],
         namespace=job.namespace,
         min_available=job.min_available,
+        min_subgroup=job.min_subgroup,
         subgroups=[
             core.SubGroupSpec(
                 name=sub.name,
                 parent=sub.parent,
                 min_available=sub.min_available,
+                min_subgroup=sub.min_subgroup,
                 topology=_topology(sub.topology),
             )
             for sub in job.subgroups
@@ -151,9 +154,9 @@ def _job(
 
 def _gpu_request(request: model.Request) -> core.GpuRequest:
     if request.gpu_fraction is not None:
-        return core.GpuRequest(fraction=request.gpu_fraction)
+        return core.GpuRequest(fraction=request.gpu_fraction, num_devices=request.gpu_devices)
     if request.gpu_memory_mib is not None:
-        return core.GpuRequest(memory_mib=request.gpu_memory_mib)
+        return core.GpuRequest(memory_mib=request.gpu_memory_mib, num_devices=request.gpu_devices)
     return core.GpuRequest(whole=request.whole_gpus, mig=request.mig)
 
 

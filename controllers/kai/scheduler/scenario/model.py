@@ -56,6 +56,13 @@ class Rounds:
 class Topology:
     name: str
     levels: tuple[str, ...]
+    aliases: tuple[tuple[str, str], ...] = ()  # alias -> level (node label key), file order
+
+    def level_label(self, level: str) -> str | None:
+        """The node label key a level reference means (a label key or an alias); None if neither."""
+        if level in self.levels:
+            return level
+        return dict(self.aliases).get(level)
 
 
 @dataclass(frozen=True)
@@ -109,6 +116,7 @@ class SubGroup:
     parent: str | None
     min_available: int | None  # None for an inner subgroup
     topology: TopologyRef | None
+    min_subgroup: int | None = None  # inner subgroups only; None = every direct child
 
 
 @dataclass(frozen=True)
@@ -119,6 +127,7 @@ class Request:
     gpu_fraction: float | None
     gpu_memory_mib: float | None
     mig: tuple[tuple[str, int], ...]
+    gpu_devices: int = 1  # devices of a shared-GPU request (gpuDevices), each with the share
 
     @property
     def is_shared(self) -> bool:
@@ -172,6 +181,7 @@ class Job:
     deleted: bool
     namespace: str
     tasks: tuple[Task, ...]
+    min_subgroup: int | None = None  # with subGroups only; None = every top-level subgroup
 
 
 @dataclass(frozen=True)

@@ -75,10 +75,15 @@ def read_result(scenario: model.Scenario, result: SessionResult) -> State:
         if task.request.is_shared:
             groups = tuple(outcome.gpu_groups)
             prefix = outcome.node + "/"
-            if not groups or any(not g.startswith(prefix) or g == prefix for g in groups):
+            devices = task.request.gpu_devices
+            if (
+                len(set(groups)) != devices
+                or len(groups) != devices
+                or any(not g.startswith(prefix) or g == prefix for g in groups)
+            ):
                 raise CoreOutputError(
                     f"shared-GPU task {task.name!r} is {status} on {outcome.node!r} with GPU "
-                    f"groups {list(groups)!r}; expected one or more '{prefix}<id>'"
+                    f"groups {list(groups)!r}; expected {devices} distinct '{prefix}<id>'"
                 )
         out[task.name] = TaskState(status, outcome.node, groups)
     return out

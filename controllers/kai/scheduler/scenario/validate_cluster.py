@@ -36,7 +36,7 @@ def check_topologies(c: Checker, value: Any) -> list[model.Topology]:
     seen: dict[str, int] = {}
     for i, item in enumerate(items or ()):
         path: Path = ("topologies", i)
-        spec = c.mapping(item, path, ("name", "levels"))
+        spec = c.mapping(item, path, ("name", "levels"), ("aliases",))
         if spec is None:
             continue
         name = c.string(spec["name"], (*path, "name")) if "name" in spec else None
@@ -45,11 +45,56 @@ def check_topologies(c: Checker, value: Any) -> list[model.Topology]:
             if "levels" in spec
             else None
         )
+        aliases: tuple[tuple[str, str], ...] | None = ()
+        if "aliases" in spec:
+            aliases = _check_aliases(c, spec["aliases"], (*path, "aliases"), levels)
         if name is not None:
             _duplicate(c, seen, name, (*path, "name"), "topology")
-        if name is not None and levels is not None:
-            out.append(model.Topology(name=name, levels=tuple(levels)))
+        if name is not None and levels is not None and aliases is not None:
+            out.append(model.Topology(name=name, levels=tuple(levels), aliases=aliases))
     return out
+
+
+def _check_aliases(
+    c: Checker, value: Any, path: Path, levels: list[str] | None
+) -> tuple[tuple[str, str], ...] | None:
+    """``{alias: level}``: each alias names a level of the topology (KAI ``levels[].alias``, so
+    at most one alias per level) and differs from every level's label key."""
+    labels = c.string_map(value, path)
+    if labels is None:
+        return None
+    good = True
+    alias_of: dict[str, str] = {}
+    for alias, level in labels.items():
+        if not level:
+            c.fail((*path, alias), "must be a level of the topology, got ''")
+            good = False
+            continue
+        if levels is None:
+            continue  # the levels themselves are wrong: already reported
+        if alias in levels:
+            c.fail(
+                (*path, alias),
+                f"alias {alias!r} is the label key of a level; an alias must differ from "
+                "every level",
+                at_key=True,
+            )
+            good = False
+        if level not in levels:
+            c.fail(
+                (*path, alias),
+                f"{level!r} is not a level of this topology (levels: {', '.join(levels)})",
+            )
+            good = False
+        elif level in alias_of:
+            c.fail(
+                (*path, alias),
+                f"level {level!r} already has the alias {alias_of[level]!r} (one alias per level)",
+            )
+            good = False
+        else:
+            alias_of[level] = alias
+    return tuple(labels.items()) if good and levels is not None else None
 
 
 def check_nodes(c: Checker, value: Any) -> list[model.Node] | None:

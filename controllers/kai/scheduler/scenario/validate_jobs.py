@@ -10,7 +10,15 @@ from kai.scheduler.scenario.source import Path
 from kai.scheduler.scenario.validate_tasks import Context, SubGroupInfo, check_task
 
 _JOB_REQUIRED = ("name", "queue", "priority", "preemptible", "createdMinutesAgo", "tasks")
-_JOB_OPTIONAL = ("minAvailable", "subGroups", "topology", "staleForSeconds", "deleted", "namespace")
+_JOB_OPTIONAL = (
+    "minAvailable",
+    "minSubGroup",
+    "subGroups",
+    "topology",
+    "staleForSeconds",
+    "deleted",
+    "namespace",
+)
 
 
 def check_jobs(c: Checker, value: Any, ctx: Context) -> list[model.Job] | None:
@@ -101,6 +109,7 @@ def _check_job(
             info.broken = True
         else:
             subgroups, info = checked
+    min_subgroup_ok, min_subgroup = _check_min_subgroup(c, spec, path)
     topology = (
         _check_topology_ref(c, spec["topology"], (*path, "topology"), ctx)
         if "topology" in spec
@@ -129,6 +138,7 @@ def _check_job(
         or preemptible is None
         or created is None
         or not gang_ok
+        or not min_subgroup_ok
         or not tasks_ok
         or ("topology" in spec and topology is None)
         or ("staleForSeconds" in spec and stale is None)
@@ -143,6 +153,7 @@ def _check_job(
         preemptible=preemptible,
         created_minutes_ago=created,
         min_available=min_available,
+        min_subgroup=min_subgroup,
         subgroups=subgroups,
         topology=topology,
         stale_for_seconds=stale,
@@ -150,6 +161,21 @@ def _check_job(
         namespace=namespace,
         tasks=tuple(tasks),
     )
+
+
+def _check_min_subgroup(c: Checker, spec: dict[str, Any], path: Path) -> tuple[bool, int | None]:
+    """A job's ``minSubGroup`` (root threshold) as (acceptable, value; None when absent)."""
+    if "minSubGroup" not in spec:
+        return True, None
+    if "subGroups" not in spec:
+        c.fail(
+            (*path, "minSubGroup"),
+            "only on a job with subGroups (the number of top-level subgroups that must be "
+            "satisfied); this job has none",
+        )
+        return False, None
+    value = c.integer(spec["minSubGroup"], (*path, "minSubGroup"), 0)
+    return value is not None, value
 
 
 def _check_topology_ref(
@@ -176,12 +202,12 @@ def _check_topology_ref(
         if level is None:
             good = False
         elif name is not None and name in ctx.topologies:
-            known = ctx.topologies[name].levels
-            if level not in known:
-                c.fail(
-                    (*path, key),
-                    f"{level!r} is not a level of topology {name!r} (levels: {', '.join(known)})",
-                )
+            topology = ctx.topologies[name]
+            if topology.level_label(level) is None:
+                known = f"levels: {', '.join(topology.levels)}"
+                if topology.aliases:
+                    known += f"; aliases: {', '.join(alias for alias, _ in topology.aliases)}"
+                c.fail((*path, key), f"{level!r} is not a level of topology {name!r} ({known})")
                 good = False
     if name is None or not good:
         return None
@@ -203,7 +229,9 @@ def _check_subgroups(
     seen: dict[str, int] = {}
     for i, item in enumerate(items):
         sub_path: Path = (*path, i)
-        spec = c.mapping(item, sub_path, ("name", "parent"), ("minAvailable", "topology"))
+        spec = c.mapping(
+            item, sub_path, ("name", "parent"), ("minAvailable", "minSubGroup", "topology")
+        )
         if spec is None:
             good = False
             continue
@@ -238,6 +266,7 @@ def _check_subgroups(
             c.fail((*sub_path, "parent"), "the subgroup tree has a cycle")
             good = False
         min_available: int | None = None
+        min_subgroup: int | None = None
         if name in parents:
             if "minAvailable" in spec:
                 c.fail(
@@ -245,18 +274,35 @@ def _check_subgroups(
                     "an inner subgroup (the parent of another subgroup) has no minAvailable",
                 )
                 good = False
-        elif "minAvailable" not in spec:
-            c.fail_missing(sub_path, "minAvailable", "required on a leaf subgroup")
-            good = False
+            if "minSubGroup" in spec:
+                min_subgroup = c.integer(spec["minSubGroup"], (*sub_path, "minSubGroup"), 0)
+                good = good and min_subgroup is not None
         else:
-            min_available = c.integer(spec["minAvailable"], (*sub_path, "minAvailable"), 0)
-            good = good and min_available is not None
+            if "minSubGroup" in spec:
+                c.fail(
+                    (*sub_path, "minSubGroup"),
+                    "only on an inner subgroup (the parent of another subgroup); a leaf has "
+                    "minAvailable",
+                )
+                good = False
+            if "minAvailable" not in spec:
+                c.fail_missing(sub_path, "minAvailable", "required on a leaf subgroup")
+                good = False
+            else:
+                min_available = c.integer(spec["minAvailable"], (*sub_path, "minAvailable"), 0)
+                good = good and min_available is not None
         topology = None
         if "topology" in spec:
             topology = _check_topology_ref(c, spec["topology"], (*sub_path, "topology"), ctx)
             good = good and topology is not None
         out.append(
-            model.SubGroup(name=name, parent=parent, min_available=min_available, topology=topology)
+            model.SubGroup(
+                name=name,
+                parent=parent,
+                min_available=min_available,
+                topology=topology,
+                min_subgroup=min_subgroup,
+            )
         )
     info = SubGroupInfo(leaves=names - parents, names=names, broken=not good)
     return (tuple(out), info) if good else None

@@ -156,7 +156,7 @@ def _request(c: Checker, value: Any, path: Path, ctx: Context) -> model.Request 
 
 
 def _check_request(c: Checker, value: Any, path: Path) -> model.Request | None:
-    spec = c.mapping(value, path, ("cpuMillis", "memoryBytes"), (*_GPU_FORMS, "mig"))
+    spec = c.mapping(value, path, ("cpuMillis", "memoryBytes"), (*_GPU_FORMS, "mig", "gpuDevices"))
     if spec is None:
         return None
     cpu = c.number(spec["cpuMillis"], (*path, "cpuMillis")) if "cpuMillis" in spec else None
@@ -190,6 +190,19 @@ def _check_request(c: Checker, value: Any, path: Path) -> model.Request | None:
             good = False
         else:
             mig = counts
+    devices = 1
+    if "gpuDevices" in spec:
+        checked_devices = c.integer(spec["gpuDevices"], (*path, "gpuDevices"), 1)
+        if checked_devices is None:
+            good = False
+        elif "gpuFraction" not in spec and "gpuMemoryMiB" not in spec:
+            c.fail(
+                (*path, "gpuDevices"),
+                "only together with gpuFraction or gpuMemoryMiB (the number of shared devices)",
+            )
+            good = False
+        else:
+            devices = checked_devices
     forms = [key for key in _GPU_FORMS if key in spec]
     if len(forms) > 1:
         c.fail(
@@ -214,6 +227,7 @@ def _check_request(c: Checker, value: Any, path: Path) -> model.Request | None:
         gpu_fraction=fraction,
         gpu_memory_mib=memory_mib,
         mig=mig,
+        gpu_devices=devices,
     )
 
 
@@ -251,13 +265,31 @@ def _check_gpu_groups(
         c.fail((*path, "gpuGroups"), "must name the device of a placed shared-GPU task")
         return None
     good = True
+    seen: set[str] = set()
     for i, group in enumerate(groups):
         if node is not None and (not group.startswith(node + "/") or group == node + "/"):
             c.fail(
                 (*path, "gpuGroups", i), f"must be '{node}/<id>' (the task's node), got {group!r}"
             )
             good = False
+        elif group in seen:
+            c.fail((*path, "gpuGroups", i), f"device {group!r} is listed twice")
+            good = False
+        seen.add(group)
+    if good and request is not None and len(groups) != request.gpu_devices:
+        wanted = (
+            "exactly one device (the request has no gpuDevices)"
+            if request.gpu_devices == 1 and not _has_devices_key(spec)
+            else f"{request.gpu_devices} distinct devices (gpuDevices: {request.gpu_devices})"
+        )
+        c.fail((*path, "gpuGroups"), f"must name {wanted}, got {len(groups)}")
+        good = False
     return tuple(groups) if good else None
+
+
+def _has_devices_key(spec: dict[str, Any]) -> bool:
+    request = spec.get("request")
+    return isinstance(request, dict) and "gpuDevices" in request
 
 
 def _check_task_subgroup(
