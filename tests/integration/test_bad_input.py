@@ -130,3 +130,19 @@ def test_oversized_body_is_413(dyn, ns):
     }
     code, status = _fails(lambda: cms.create(body=body, namespace=ns))
     assert code == 413 and status["reason"] == "RequestEntityTooLarge"
+
+
+def test_label_key_and_annotation_size_are_checked(core, ns):
+    from kubernetes import client
+
+    with pytest.raises(client.ApiException) as err:
+        core.create_namespaced_config_map(
+            ns, {"metadata": {"name": "l", "labels": {"bad key!": "x"}}}
+        )
+    assert err.value.status == 422
+    with pytest.raises(client.ApiException) as err:
+        core.create_namespaced_config_map(
+            ns, {"metadata": {"name": "a", "annotations": {"big": "x" * (256 * 1024 + 1)}}}
+        )
+    assert err.value.status == 422
+    assert "Too long" in json.loads(err.value.body)["message"]

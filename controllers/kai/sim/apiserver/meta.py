@@ -117,7 +117,41 @@ def label_causes(meta: dict[str, Any]) -> list[dict[str, str]]:
                         "start and end with an alphanumeric character",
                     )
                 )
+    labels = meta.get("labels")
+    if isinstance(labels, dict):
+        for key in labels:
+            if not _qualified_name(key):
+                causes.append(
+                    field_cause(
+                        "metadata.labels",
+                        f'Invalid value: "{key}": name part must consist of alphanumeric '
+                        "characters, '-', '_' or '.', and must start and end with an "
+                        "alphanumeric character, with an optional DNS subdomain prefix and '/'",
+                    )
+                )
+    annotations = meta.get("annotations")
+    if isinstance(annotations, dict):
+        size = sum(len(k) + len(str(v)) for k, v in annotations.items())
+        if size > MAX_ANNOTATIONS:
+            causes.append(
+                field_cause(
+                    "metadata.annotations",
+                    f"Too long: must have at most {MAX_ANNOTATIONS} bytes",
+                    "FieldValueTooLong",
+                )
+            )
     return causes
+
+
+MAX_ANNOTATIONS = 256 * 1024
+_NAME_PART = re.compile(r"^[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$")
+
+
+def _qualified_name(key: str) -> bool:
+    prefix, slash, name = key.rpartition("/")
+    if slash and (not prefix or len(prefix) > 253 or not _SUBDOMAIN.match(prefix)):
+        return False
+    return 0 < len(name) <= 63 and bool(_NAME_PART.match(name))
 
 
 def spec_of(obj: dict[str, Any]) -> dict[str, Any]:
