@@ -25,7 +25,7 @@ def _preempt_case(**config: object) -> Snapshot:
     for j in running:
         j.last_start_time = -30.0
     pending = job("p0", [task("p0-0")], priority=75, age=1)
-    return cluster([node("n0", gpus=2)], [*running, pending], **config)
+    return cluster([node("n0", gpus=2)], [*running, pending], None, **config)
 
 
 def _with_queue(snap: Snapshot, **fields: object) -> Snapshot:
