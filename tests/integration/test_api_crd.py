@@ -169,7 +169,7 @@ def test_unknown_field_is_pruned_with_ignore(cluster, widget_group, ns):
         ({"size": "big"}, "spec.size", "must be of type integer"),
         ({"size": 1, "color": "green"}, "spec.color", "Unsupported value"),
         ({"size": 1, "tags": ["toolong"]}, "spec.tags[0]", "Too long"),
-        ({"size": 1, "limits": {"gpu": [1]}}, "spec.limits[gpu]", "integer-or-string"),
+        ({"size": 1, "limits": {"gpu": [1]}}, "spec.limits.gpu", "Invalid value"),
         ({}, "spec.size", "Required value"),
     ],
 )

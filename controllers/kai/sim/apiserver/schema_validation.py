@@ -264,7 +264,7 @@ class Validator:
             if key in props:
                 self.check(value[key], props[key], child, prune, old_child)
             elif isinstance(additional, dict):
-                where = f"{path}[{key}]" if path else key
+                where = f"{path}.{key}" if path else key
                 self.check(value[key], additional, where, prune, old_child)
             elif (
                 additional is True
