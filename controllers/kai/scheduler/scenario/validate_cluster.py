@@ -75,8 +75,8 @@ def _check_aliases(
         if alias in levels:
             c.fail(
                 (*path, alias),
-                f"alias {alias!r} is the label key of a level; an alias must differ from "
-                "every level",
+                f"alias {alias!r} equals the node label key of a level; an alias must "
+                "differ from every level",
                 at_key=True,
             )
             good = False
