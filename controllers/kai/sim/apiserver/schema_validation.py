@@ -49,6 +49,20 @@ def _show(value: Any) -> str:
     return str(value)
 
 
+def _json_type(value: Any) -> str:
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, int):
+        return "integer"
+    if isinstance(value, float):
+        return "number"
+    if isinstance(value, str):
+        return "string"
+    if isinstance(value, list):
+        return "array"
+    return "null" if value is None else "object"
+
+
 def _type_ok(value: Any, typ: str) -> bool:
     if typ == "integer":
         return (isinstance(value, int) and not isinstance(value, bool)) or (
@@ -129,11 +143,11 @@ class Validator:
                 )
 
     def _type_err(self, value: Any, path: str, typ: str) -> Cause:
+        got = f'"{_json_type(value)}"'
         return {
             "reason": "FieldValueTypeInvalid",
             "field": path,
-            "message": f"Invalid value: {_show(value)}: {path} in body must be of type {typ}: "
-            f"{_show(value)}",
+            "message": f"Invalid value: {got}: {path} in body must be of type {typ}: {got}",
         }
 
     def _err(self, path: str, msg: str, reason: str = "FieldValueInvalid") -> None:
