@@ -168,3 +168,29 @@ def test_watch_all_namespaces_and_single_object(core, ns):
         stop_after=1,
     )
     assert events[0]["object"].metadata.name == "two"
+
+
+def test_send_initial_events_ends_with_a_bookmark(core, ns):
+    import json
+
+    core.create_namespaced_config_map(ns, {"metadata": {"name": "first"}})
+    resp = core.list_namespaced_config_map(
+        ns,
+        watch=True,
+        send_initial_events=True,
+        allow_watch_bookmarks=True,
+        resource_version_match="NotOlderThan",
+        timeout_seconds=2,
+        _preload_content=False,
+    )
+    events = [json.loads(line) for line in resp.read().splitlines() if line.strip()]
+    assert events[0]["type"] == "ADDED" and events[0]["object"]["metadata"]["name"] == "first"
+    marks = [
+        e
+        for e in events
+        if e["type"] == "BOOKMARK"
+        and (e["object"]["metadata"].get("annotations") or {}).get("k8s.io/initial-events-end")
+    ]
+    assert marks and int(marks[0]["object"]["metadata"]["resourceVersion"]) >= int(
+        events[0]["object"]["metadata"]["resourceVersion"]
+    )

@@ -240,8 +240,9 @@ class Store:
         since: int | None,
         index: tuple[str, str] | None,
         initial: Callable[[], list[dict[str, Any]]] | None,
-    ) -> tuple[Watch, list[Event]]:
-        """Register a watch and return the events it must send first.
+    ) -> tuple[Watch, list[Event], int]:
+        """Register a watch; return it, the events it must send first, and the
+        resourceVersion those events bring the watcher up to.
 
         ``since`` is the resourceVersion to resume after; None means "start with the current
         state" (``initial`` gives the objects to send as ADDED). Raises LookupError when
@@ -262,7 +263,7 @@ class Store:
                 self.watches.setdefault(tkey, set()).add(w)
             else:
                 self.indexed_watches.setdefault((tkey, *index), set()).add(w)
-            return w, backlog
+            return w, backlog, self.rv
 
     def close_watch(self, w: Watch) -> None:
         with self.lock:

@@ -67,7 +67,7 @@ def serve_watch(
         return not (fields and not fields_match(fields, obj))
 
     try:
-        w, backlog = store.open_watch(rt.key, since, index, initial)
+        w, backlog, caught_up = store.open_watch(rt.key, since, index, initial)
     except LookupError:
         handler.pending = []
         handler.start_stream()
@@ -131,7 +131,7 @@ def serve_watch(
                             "kind": rt.kind,
                             "apiVersion": api_version,
                             "metadata": {
-                                "resourceVersion": str(store.rv),
+                                "resourceVersion": str(caught_up),
                                 "annotations": {"k8s.io/initial-events-end": "true"},
                             },
                         },
