@@ -149,3 +149,41 @@ def test_evicting_every_task_of_a_device_releases_its_gpu() -> None:
     assert session.nodes.releasing[n1][2] == released + 1
     stmt.discard()
     assert session.nodes.releasing[n1][2] == released
+
+
+@settings(max_examples=60, deadline=None)
+@given(op_strategy)
+def test_cached_classes_match_fresh_ones_after_any_changes(ops: list[tuple[str, int]]) -> None:
+    """The equivalence-class cache recomputes only touched nodes: after any sequence of changes
+    (rollbacks included) every cached class must equal one computed from scratch."""
+    from kai.scheduler.placement import EqClass
+
+    session = _session()
+    engine = session.engine
+    tasks = list(session.tasks.values())
+    for t in tasks:
+        engine.class_of(t)  # warm every class before the changes
+    stmt = Statement(session, "test")
+    for kind, pick in ops:
+        pending = [t for t in tasks if t.status is TaskStatus.PENDING]
+        placed = [t for t in tasks if t.node >= 0 and t.status is not TaskStatus.RELEASING]
+        if kind == "checkpoint" and stmt.operations:
+            stmt.rollback(pick % (len(stmt.operations) + 1))
+        elif kind == "evict" and placed:
+            stmt.evict(placed[pick % len(placed)], "test")
+        elif pending:
+            target = pending[pick % len(pending)]
+            choice = engine.choose(target)
+            if choice is not None:
+                if kind == "allocate" and choice.fits_now:
+                    stmt.allocate(target, choice.node, choice.gpu_groups)
+                else:
+                    stmt.pipeline(target, choice.node, choice.gpu_groups)
+        for t in tasks:
+            cached = engine.class_of(t)
+            cached.sync()
+            fresh = EqClass(engine, t, -1)
+            assert np.array_equal(cached.key, fresh.key)
+            assert np.array_equal(cached.fits_now, fresh.fits_now)
+            assert np.array_equal(cached.fits_future, fresh.fits_future)
+            assert np.array_equal(cached.reason_code, fresh.reason_code)
