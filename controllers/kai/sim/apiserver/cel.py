@@ -423,7 +423,7 @@ def evaluate(rule: str, self_value: Any, old_value: Any = None) -> bool:
         return _truth(node(env))
     except _Missing as exc:
         raise CelError(f"no such key: {exc}") from exc
-    except (TypeError, ValueError, re.error) as exc:
+    except (TypeError, ValueError, AttributeError, IndexError, KeyError, re.error) as exc:
         raise CelError(str(exc)) from exc
 
 

@@ -28,7 +28,17 @@ def delete(
 ) -> dict[str, Any]:
     options = body if isinstance(body, dict) else {}
     grace = options.get("gracePeriodSeconds", q.get("gracePeriodSeconds"))
-    grace_s = int(grace) if grace not in (None, "") else None
+    grace_s: int | None = None
+    if grace not in (None, ""):
+        try:
+            grace_s = max(0, int(grace))
+        except (TypeError, ValueError) as exc:
+            raise ApiError(
+                400, f"gracePeriodSeconds must be a whole number of seconds, got {grace!r}"
+            ) from exc
+    pre = options.get("preconditions") or {}
+    if not isinstance(pre, dict):
+        raise ApiError(400, "preconditions must be an object with uid and/or resourceVersion")
     policy = options.get("propagationPolicy") or q.get("propagationPolicy")
     if policy is None:
         orphan = options.get("orphanDependents", q.get("orphanDependents"))
@@ -50,7 +60,6 @@ def delete(
                 )
             ],
         )
-    pre = options.get("preconditions") or {}
     cur = core.store.get(rt.key, ns or "", name)
     if cur is None:
         raise not_found(rt.plural, rt.group, name)

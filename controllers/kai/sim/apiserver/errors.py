@@ -140,3 +140,17 @@ def bad_request(message: str) -> ApiError:
 
 def expired(message: str) -> ApiError:
     return ApiError(410, message, "Expired")
+
+
+def int_param(query: dict[str, str], name: str, default: int) -> int:
+    """A non-negative whole-number query parameter, or 400 naming it."""
+    text = query.get(name)
+    if text in (None, ""):
+        return default
+    try:
+        value = int(str(text))
+    except ValueError as exc:
+        raise bad_request(f"{name} must be a whole number, got {text!r}") from exc
+    if value < 0:
+        raise bad_request(f"{name} must not be negative, got {text!r}")
+    return value

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 
-from kai.sim.apiserver.errors import ApiError, bad_request, expired
+from kai.sim.apiserver.errors import ApiError, bad_request, expired, int_param
 from kai.sim.apiserver.selectors import (
     fields_match,
     labels_match,
@@ -25,7 +25,7 @@ def list_objects(
 ) -> dict[str, Any]:
     labels = parse_label_selector(q.get("labelSelector"))
     fields = parse_field_selector(q.get("fieldSelector"), rt.supports_field, rt.kind)
-    limit = int(q.get("limit") or 0)
+    limit = int_param(q, "limit", 0)
     token = q.get("continue")
     if token:
         snap_id, offset = _decode_continue(token)

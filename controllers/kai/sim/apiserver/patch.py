@@ -48,7 +48,9 @@ def merge_patch(target: Any, patch: Any) -> Any:
     return result
 
 
-def _pointer(path: str) -> list[str]:
+def _pointer(path: Any) -> list[str]:
+    if not isinstance(path, str):
+        raise _patch_error(f"a JSON pointer must be a string, got {path!r}")
     if path == "":
         return []
     if not path.startswith("/"):
@@ -115,6 +117,13 @@ def _remove(doc: Any, path: str) -> Any:
     raise _patch_error(f"unable to remove nonexistent key: {last}: missing value")
 
 
+def _from(op: dict[str, Any]) -> str:
+    source = op.get("from")
+    if not isinstance(source, str):
+        raise _patch_error(f"{op['op']} operation needs a 'from' pointer")
+    return source
+
+
 def json_patch(doc: Any, ops: Any) -> Any:
     if not isinstance(ops, list):
         raise ApiError(400, "the JSON patch must be a list of operations", "BadRequest")
@@ -139,10 +148,10 @@ def json_patch(doc: Any, ops: Any) -> Any:
                 else:
                     parent[last] = copy.deepcopy(op.get("value"))
         elif kind == "move":
-            value = _remove(doc, op["from"])
+            value = _remove(doc, _from(op))
             doc = _add(doc, path, value)
         elif kind == "copy":
-            doc = _add(doc, path, copy.deepcopy(_get(doc, op["from"])))
+            doc = _add(doc, path, copy.deepcopy(_get(doc, _from(op))))
         elif kind == "test":
             if _get(doc, path) != op.get("value"):
                 raise _patch_error(f"testing value {path} failed")
@@ -170,7 +179,9 @@ def _smp_map(target: dict[str, Any], patch: dict[str, Any]) -> dict[str, Any]:
             continue
         if key.startswith("$deleteFromPrimitiveList/"):
             name = key.split("/", 1)[1]
-            drop = set(value or [])
+            if not isinstance(value, list):
+                raise ApiError(400, f"{key} must be a list of values to delete", "BadRequest")
+            drop = {x for x in value if not isinstance(x, (dict, list))}
             if isinstance(result.get(name), list):
                 result[name] = [x for x in result[name] if x not in drop]
             continue

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 
-from kai.sim.apiserver.errors import ApiError, bad_request
+from kai.sim.apiserver.errors import ApiError, bad_request, int_param
 from kai.sim.apiserver.selectors import (
     fields_match,
     labels_match,
@@ -46,7 +46,7 @@ def serve_watch(
             since = int(rv_param)
         except ValueError as exc:
             raise bad_request(f"invalid resource version {rv_param!r}") from exc
-    timeout = float(q.get("timeoutSeconds") or core.options.default_watch_timeout)
+    timeout = float(int_param(q, "timeoutSeconds", 0) or core.options.default_watch_timeout)
     bookmarks = q.get("allowWatchBookmarks") in ("true", "1", "True")
     initial_end = q.get("sendInitialEvents") == "true" and since is None
     api_version = rt.api_version(route.version)
