@@ -112,7 +112,7 @@ class JobsOrderByQueues:
         winner_key: OrderKey | None = None
         winner_leaf: _QueueNode | None = None
         for child in node.children:
-            leaf = self._best_leaf(child)
+            leaf = self._best_leaf(child) if child.dirty else child.best
             if leaf is None:
                 continue
             key = child.key
