@@ -146,3 +146,44 @@ def test_label_key_and_annotation_size_are_checked(core, ns):
         )
     assert err.value.status == 422
     assert "Too long" in json.loads(err.value.body)["message"]
+
+
+MALFORMED_PATCHES = [
+    ("application/json-patch+json", [{"op": "add", "path": 5, "value": 1}]),
+    ("application/json-patch+json", [{"op": "move", "path": "/data/y"}]),
+    ("application/json-patch+json", [{"op": "copy", "from": "/nope", "path": "/data/y"}]),
+    ("application/json-patch+json", [{"op": "jump", "path": "/data"}]),
+    ("application/json-patch+json", [{"op": "remove", "path": "/metadata"}]),
+    # the client turns a non-list JSON patch into a strategic merge patch: an unknown field
+    ("application/json-patch+json", {"op": "add"}),
+    ("application/merge-patch+json", {"metadata": {"labels": 5}}),
+    ("application/merge-patch+json", {"metadata": {"name": "other"}}),
+    ("application/merge-patch+json", {"data": {"k": 5}}),
+    ("application/strategic-merge-patch+json", {"data": {"$deleteFromPrimitiveList/x": 5}}),
+    ("application/strategic-merge-patch+json", {"metadata": {"finalizers": [5]}}),
+]
+
+
+@pytest.mark.parametrize(("content_type", "body"), MALFORMED_PATCHES)
+def test_malformed_patches_are_client_errors(core, ns, content_type, body):
+    from kubernetes import client
+
+    core.create_namespaced_config_map(ns, {"metadata": {"name": "t"}, "data": {"k": "v"}})
+    with pytest.raises(client.ApiException) as err:
+        core.patch_namespaced_config_map("t", ns, body, _content_type=content_type)
+    assert 400 <= err.value.status < 500, err.value.body
+    assert core.read_namespaced_config_map("t", ns).data == {"k": "v"}
+
+
+def test_unknown_top_level_field_of_a_builtin_kind(core, ns):
+    from kubernetes import client
+
+    core.create_namespaced_config_map(ns, {"metadata": {"name": "u"}, "data": {"k": "v"}})
+    with pytest.raises(client.ApiException) as err:
+        core.patch_namespaced_config_map("u", ns, {"datum": {"a": "b"}}, field_validation="Strict")
+    assert err.value.status == 400
+    assert 'unknown field "datum"' in json.loads(err.value.body)["message"]
+    kept = core.patch_namespaced_config_map(
+        "u", ns, {"datum": {"a": "b"}, "data": {"x": "y"}}, field_validation="Ignore"
+    )
+    assert kept.data == {"k": "v", "x": "y"}

@@ -39,7 +39,7 @@ from kai.sim.apiserver.resources import (
     parse_group_version,
 )
 from kai.sim.apiserver.schema_validation import validate_custom_resource
-from kai.sim.apiserver.shapes import SHAPES
+from kai.sim.apiserver.shapes import SHAPES, unknown_top_level
 from kai.sim.apiserver.storage import Store
 
 CRD_KEY = ("apiextensions.k8s.io", "customresourcedefinitions")
@@ -195,27 +195,32 @@ class ApiCore:
         opts: WriteOptions,
         old: dict[str, Any] | None = None,
     ) -> list[str]:
-        """Schema validation for custom resources; returns warnings (Warn mode)."""
+        """Metadata rules, unknown fields (by ``fieldValidation``) and, for custom resources,
+        the version's schema; returns the warnings of Warn mode."""
         md = obj["metadata"]
         name = md.get("name") or md.get("generateName") or ""
         causes = meta.label_causes(md) + meta.owner_causes(md)
         warnings: list[str] = []
         if rt.is_custom:
-            schema = rt.schemas.get(version)
             prune = opts.field_validation != "Strict"
-            errors, unknown = validate_custom_resource(obj, schema, prune, old)
-            if unknown and opts.field_validation == "Strict":
-                listed = ", ".join(f'unknown field "{u}"' for u in unknown)
-                raise ApiError(
-                    400,
-                    f'{rt.kind} in version "{version}" cannot be handled as a '
-                    f"{rt.kind}: strict decoding error: {listed}",
-                    "BadRequest",
-                )
-            if unknown and opts.field_validation == "Warn":
-                warnings += [f'unknown field "{u}"' for u in unknown]
+            errors, unknown = validate_custom_resource(obj, rt.schemas.get(version), prune, old)
             causes += errors
-        elif rt.key == CRD_KEY:
+        else:
+            unknown = unknown_top_level(rt.key, obj)
+            if opts.field_validation != "Strict":
+                for field in unknown:
+                    del obj[field]
+        if unknown and opts.field_validation == "Strict":
+            listed = ", ".join(f'unknown field "{u}"' for u in unknown)
+            raise ApiError(
+                400,
+                f'{rt.kind} in version "{version}" cannot be handled as a {rt.kind}: '
+                f"strict decoding error: {listed}",
+                "BadRequest",
+            )
+        if unknown and opts.field_validation == "Warn":
+            warnings += [f'unknown field "{u}"' for u in unknown]
+        if rt.key == CRD_KEY:
             causes += check_crd(obj)
         elif rt.key == PC_KEY and not isinstance(obj.get("value"), int):
             causes.append(field_cause("value", "Required value", "FieldValueRequired"))

@@ -191,3 +191,67 @@ def schema_problem(schema: Any, path: str = "openAPIV3Schema") -> str | None:
         if not isinstance(rule, dict) or not isinstance(rule.get("rule"), str):
             return f"{path}.x-kubernetes-validations[{i}].rule must be a string"
     return None
+
+
+_OBJECT = ("apiVersion", "kind", "metadata")
+_SPEC_STATUS = (*_OBJECT, "spec", "status")
+_CORE_EVENT = (
+    *_OBJECT,
+    "involvedObject",
+    "reason",
+    "message",
+    "source",
+    "firstTimestamp",
+    "lastTimestamp",
+    "count",
+    "type",
+    "eventTime",
+    "series",
+    "action",
+    "related",
+    "reportingComponent",
+    "reportingInstance",
+)
+_EVENT_V1 = (
+    *_OBJECT,
+    "eventTime",
+    "series",
+    "reportingController",
+    "reportingInstance",
+    "action",
+    "reason",
+    "regarding",
+    "related",
+    "note",
+    "type",
+    "deprecatedSource",
+    "deprecatedFirstTimestamp",
+    "deprecatedLastTimestamp",
+    "deprecatedCount",
+)
+
+# The top-level fields of each built-in kind; others are unknown fields (fieldValidation).
+TOP_LEVEL: dict[tuple[str, str], frozenset[str]] = {
+    ("", "configmaps"): frozenset((*_OBJECT, "data", "binaryData", "immutable")),
+    ("", "secrets"): frozenset((*_OBJECT, "data", "stringData", "type", "immutable")),
+    ("", "serviceaccounts"): frozenset(
+        (*_OBJECT, "secrets", "imagePullSecrets", "automountServiceAccountToken")
+    ),
+    ("", "events"): frozenset(_CORE_EVENT),
+    ("events.k8s.io", "events"): frozenset(_EVENT_V1),
+    ("scheduling.k8s.io", "priorityclasses"): frozenset(
+        (*_OBJECT, "value", "globalDefault", "description", "preemptionPolicy")
+    ),
+    ("admissionregistration.k8s.io", "validatingwebhookconfigurations"): frozenset(
+        (*_OBJECT, "webhooks")
+    ),
+    ("admissionregistration.k8s.io", "mutatingwebhookconfigurations"): frozenset(
+        (*_OBJECT, "webhooks")
+    ),
+}
+SPEC_STATUS_KINDS = frozenset(_SPEC_STATUS)
+
+
+def unknown_top_level(tkey: tuple[str, str], obj: dict[str, Any]) -> list[str]:
+    allowed = TOP_LEVEL.get(tkey, SPEC_STATUS_KINDS)
+    return [k for k in obj if k not in allowed]
