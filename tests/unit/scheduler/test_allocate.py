@@ -421,3 +421,15 @@ def test_fraction_pipelined_onto_releasing_shared_memory() -> None:
     result = run(snap)
     assert statuses(result)["f-0"] == ("Pipelined", "n0")
     assert result.tasks["f-0"].gpu_groups == ("n0/7",)
+
+
+def test_orphan_queue_subtree_is_dropped() -> None:
+    snap = cluster(
+        [node("n0", gpus=8)],
+        [job("a", [task("a-0")], queue_name="leaf"), job("b", [task("b-0")], queue_name="q")],
+        queues=[queue("q"), queue("mid", parent="gone"), queue("leaf", parent="mid")],
+    )
+    result = run(snap)
+    assert result.job_reasons["a"][0].code == "QueueDoesNotExist"
+    assert "'gone'" in result.job_reasons["a"][0].message
+    assert statuses(result)["b-0"][0] == "Binding"
