@@ -132,3 +132,21 @@ def test_apply_kustomize_crds_and_custom_resource(kubectl, cluster, ns, tmp_path
     pg.write_text(pg.read_text() + "  notAField: true\n")
     bad = run(kubectl, cluster, "-n", ns, "apply", "-f", str(pg), check=False)
     assert bad.returncode != 0 and 'unknown field "spec.notAField"' in bad.stderr
+
+
+def test_typed_create_commands(kubectl, cluster, ns):
+    """kubectl's typed `create` subcommands send protobuf for these kinds."""
+    name = f"{ns}-made"
+    run(kubectl, cluster, "create", "namespace", name)
+    try:
+        run(kubectl, cluster, "-n", name, "create", "configmap", "c", "--from-literal=a=1")
+        run(kubectl, cluster, "-n", name, "create", "secret", "generic", "s", "--from-literal=k=v")
+        run(kubectl, cluster, "-n", name, "create", "serviceaccount", "robot")
+        cm = json.loads(run(kubectl, cluster, "-n", name, "get", "cm", "c", "-o", "json").stdout)
+        assert cm["data"] == {"a": "1"}
+        secret = json.loads(
+            run(kubectl, cluster, "-n", name, "get", "secret", "s", "-o", "json").stdout
+        )
+        assert secret["data"] == {"k": "dg=="}
+    finally:
+        run(kubectl, cluster, "delete", "namespace", name, "--wait=false")

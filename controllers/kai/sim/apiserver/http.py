@@ -17,7 +17,7 @@ from urllib.parse import parse_qsl, urlsplit
 
 import orjson
 
-from kai.sim.apiserver import discovery, openapi
+from kai.sim.apiserver import discovery, openapi, protobuf
 from kai.sim.apiserver.errors import ApiError, bad_request
 from kai.sim.apiserver.operations import WriteOptions
 from kai.sim.apiserver.tables import to_table
@@ -244,11 +244,7 @@ class ApiHandler(BaseHTTPRequestHandler):
             except yaml.YAMLError as exc:
                 raise bad_request(f"the request body is not valid YAML: {exc}") from exc
         if ctype == "application/vnd.kubernetes.protobuf":
-            raise ApiError(
-                415,
-                "protobuf is not supported by this server; send application/json",
-                "UnsupportedMediaType",
-            )
+            return protobuf.decode(raw)
         try:
             return orjson.loads(raw)
         except orjson.JSONDecodeError as exc:
