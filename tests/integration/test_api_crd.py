@@ -234,14 +234,39 @@ def test_cluster_scoped_crd(cluster):
 
 
 def test_deleting_the_crd_stops_serving(cluster, ns):
+    import threading
+    import time
+
+    from kubernetes import watch
+
     ext = client.ApiextensionsV1Api(cluster.api)
     group = f"d{uuid.uuid4().hex[:8]}.kai.test"
     ext.create_custom_resource_definition(_crd(group))
     eventually(lambda: _served(cluster, group), timeout=30)
     co = client.CustomObjectsApi(cluster.api)
     _create(co, group, ns, "w")
+    seen: list[str] = []
+    ended = threading.Event()
+
+    def watcher():
+        try:
+            for ev in watch.Watch().stream(
+                co.list_namespaced_custom_object, group, "v1", ns, "widgets", timeout_seconds=60
+            ):
+                seen.append(ev["type"])
+        except Exception:  # a real server may also just drop the connection
+            pass
+        ended.set()
+
+    thread = threading.Thread(target=watcher, daemon=True)
+    thread.start()
+    eventually(lambda: seen == ["ADDED"], timeout=30)
+    began = time.monotonic()
     ext.delete_custom_resource_definition(f"widgets.{group}")
     eventually(lambda: not _served(cluster, group), timeout=60)
+    assert ended.wait(timeout=60) and time.monotonic() - began < 55
+    if cluster.embedded:
+        assert seen == ["ADDED", "DELETED"]
 
 
 def test_dynamic_client(cluster, widget_group, ns):

@@ -393,6 +393,7 @@ class ApiCore:
             self.store.next_rv()
             gone = _with_rv(obj, self.store.rv)
             self.store.commit(key, "DELETED", gone, obj)
+        self.store.end_watches(key)
         del self.types[key]
 
     # -- update / patch --------------------------------------------------------------------

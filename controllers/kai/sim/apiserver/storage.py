@@ -75,6 +75,11 @@ class Watch:
         self.queue: queue.SimpleQueue[Event | None] = queue.SimpleQueue()
         self.max_queue = max_queue
         self.overflowed = False
+        self.ended = False  # the resource went away: finish the stream cleanly
+
+    def end(self) -> None:
+        self.ended = True
+        self.queue.put(None)
 
     def put(self, ev: Event) -> None:
         if self.queue.qsize() >= self.max_queue:
@@ -279,6 +284,15 @@ class Store:
                 bucket.discard(w)
                 if not bucket:
                     del registry[key]
+
+    def end_watches(self, tkey: TypeKey) -> None:
+        """Finish every watch on a resource type (its CRD was deleted)."""
+        with self.lock:
+            for w in self.watches.pop(tkey, set()):
+                w.end()
+            for key in [k for k in self.indexed_watches if k[0] == tkey]:
+                for w in self.indexed_watches.pop(key):
+                    w.end()
 
     def watch_count(self) -> int:
         with self.lock:

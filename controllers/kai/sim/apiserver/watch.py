@@ -158,14 +158,20 @@ def serve_watch(
             if item is not None:
                 if not emit(item):
                     return
+                ended = False
                 for _ in range(1000):  # drain without blocking, then write once
                     try:
                         more = w.queue.get_nowait()
                     except queue.Empty:
                         break
+                    if more is None and w.ended:
+                        ended = True
+                        break
                     if more is None or not emit(more):
                         return
                 handler.flush_chunks()
+                if ended:
+                    break
             if bookmarks and time.monotonic() - last_bookmark >= interval:
                 with store.lock:
                     quiet = w.queue.empty()
