@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from k8s_helpers import eventually, pod, status_of
 from kubernetes import client
@@ -266,8 +268,18 @@ def test_events_core_and_events_k8s_io(cluster, core, ns):
             "regarding": {"kind": "Pod", "name": "p3", "namespace": ns},
         },
     )
-    # a real server shows the core/v1 events here too (one storage); this one keeps them apart
-    assert "e3" in {e.metadata.name for e in ev.list_namespaced_event(ns).items}
+    # one storage behind both groups, each field in its group's spelling
+    # (raw JSON: core events have no eventTime, which the typed model insists on)
+    raw = json.loads(ev.list_namespaced_event(ns, _preload_content=False).data)
+    via_v1 = {e["metadata"]["name"]: e for e in raw["items"]}
+    assert set(via_v1) == {"e1", "e2", "e3"}
+    assert via_v1["e1"]["note"] == "bound" and via_v1["e1"]["regarding"]["name"] == "p1"
+    assert "message" not in via_v1["e1"] and "involvedObject" not in via_v1["e1"]
+    via_core = core.read_namespaced_event("e3", ns)
+    assert via_core.message is None and via_core.involved_object.name == "p3"
+    assert via_core.reporting_component == "kai" and via_core.action == "Binding"
+    found = core.list_namespaced_event(ns, field_selector="involvedObject.name=p3")
+    assert [e.metadata.name for e in found.items] == ["e3"]
 
 
 def test_service_accounts_and_secrets(core, ns):
@@ -301,3 +313,25 @@ def test_deployments_are_stored(cluster, ns):
         },
     )
     assert apps.read_namespaced_deployment("d", ns).spec.replicas == 1
+
+
+def test_events_k8s_io_watch_sees_core_events(cluster, core, ns):
+    ev = client.EventsV1Api(cluster.api)
+    rv = core.list_namespaced_event(ns).metadata.resource_version
+    core.create_namespaced_event(
+        ns,
+        {
+            "metadata": {"name": "w1"},
+            "involvedObject": {"kind": "Pod", "name": "p", "namespace": ns},
+            "reason": "Started",
+            "message": "hello",
+            "type": "Normal",
+        },
+    )
+    resp = ev.list_namespaced_event(
+        ns, watch=True, resource_version=rv, timeout_seconds=1, _preload_content=False
+    )
+    events = [json.loads(line) for line in resp.read().splitlines() if line.strip()]
+    assert [(e["type"], e["object"]["metadata"]["name"]) for e in events] == [("ADDED", "w1")]
+    obj = events[0]["object"]
+    assert obj["apiVersion"] == "events.k8s.io/v1" and obj["note"] == "hello"

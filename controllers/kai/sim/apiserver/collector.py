@@ -83,7 +83,7 @@ class Collector:
         rt = self.core.find_kind(ref.get("apiVersion", ""), ref.get("kind", ""))
         if rt is None:
             return None
-        owner = self.core.store.get(rt.key, ns if rt.namespaced else "", ref.get("name", ""))
+        owner = self.core.store.get(rt.store_key, ns if rt.namespaced else "", ref.get("name", ""))
         if owner is None or owner["metadata"].get("uid") != ref.get("uid"):
             return None
         return owner
@@ -145,17 +145,13 @@ class Collector:
         if ns_obj is None or not ns_obj["metadata"].get("deletionTimestamp"):
             self._terminating.discard(name)
             return
-        remaining = 0
-        for rt in list(core.types.values()):
-            if not rt.namespaced:
-                continue
+        # each stored object once: types sharing another's storage are skipped
+        stored_types = [t for t in core.types.values() if t.namespaced and not t.storage_key]
+        for rt in stored_types:
             for obj in list(core.store.iter(rt.key, name)):
-                remaining += 1
                 if not obj["metadata"].get("deletionTimestamp"):
                     core.delete_locked(rt, obj, None, "Background")
-        leftover = sum(
-            core.store.count(rt.key, name) for rt in core.types.values() if rt.namespaced
-        )
+        leftover = sum(core.store.count(rt.key, name) for rt in stored_types)
         if leftover == 0 and not ns_obj["metadata"].get("finalizers"):
             self._terminating.discard(name)
             core.store.next_rv()

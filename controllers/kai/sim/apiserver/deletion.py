@@ -60,12 +60,14 @@ def delete(
                 )
             ],
         )
-    cur = core.store.get(rt.key, ns or "", name)
+    cur = core.store.get(rt.store_key, ns or "", name)
     if cur is None:
         raise not_found(rt.plural, rt.group, name)
-    core.admission.validate("DELETE", rt, version, "", None, cur, opts)
+    core.admission.validate(
+        "DELETE", rt, version, "", None, core.at_version(rt, cur, version), opts
+    )
     with core.store.lock:
-        cur = core.store.get(rt.key, ns or "", name)
+        cur = core.store.get(rt.store_key, ns or "", name)
         if cur is None:
             raise not_found(rt.plural, rt.group, name)
         cmd = cur["metadata"]
@@ -130,7 +132,7 @@ def delete_locked(
         new["spec"] = {**(cur.get("spec") or {}), "finalizers": finalizers_spec}
         core.store.next_rv()
         stored = with_rv(new, core.store.rv)
-        core.store.commit(rt.key, "MODIFIED", stored, cur)
+        core.store.commit(rt.store_key, "MODIFIED", stored, cur)
         core.collector.enqueue_namespace(cmd["name"])
         return stored
     if finalizers or pending_grace > 0:
@@ -152,16 +154,16 @@ def delete_locked(
         core.store.next_rv()
         stored = with_rv(new, core.store.rv)
         if not finalizers and pending_grace == 0:
-            core.store.commit(rt.key, "DELETED", stored, cur)
+            core.store.commit(rt.store_key, "DELETED", stored, cur)
             after_delete(core, rt, stored)
         else:
-            core.store.commit(rt.key, "MODIFIED", stored, cur)
+            core.store.commit(rt.store_key, "MODIFIED", stored, cur)
             if "foregroundDeletion" in finalizers:
                 core.collector.enqueue_dependents(cmd["uid"], "Background")
         return stored
     core.store.next_rv()
     gone = with_rv(cur, core.store.rv)
-    core.store.commit(rt.key, "DELETED", gone, cur)
+    core.store.commit(rt.store_key, "DELETED", gone, cur)
     after_delete(core, rt, gone)
     return gone
 

@@ -53,7 +53,7 @@ def list_objects(
             if q.get("resourceVersionMatch") == "Exact" and wanted != core.store.rv:
                 raise expired(f"too old resource version: {wanted} ({core.store.rv})")
         with core.store.lock:
-            items = core.store.sorted_items(rt.key, ns)
+            items = core.store.sorted_items(rt.store_key, ns)
             list_rv = core.store.rv
         offset = 0
     out: list[dict[str, Any]] = []

@@ -17,7 +17,7 @@ from typing import Any
 
 import orjson
 
-from kai.sim.apiserver import binding, deletion, lifecycle, listing, meta
+from kai.sim.apiserver import binding, conversion, deletion, lifecycle, listing, meta
 from kai.sim.apiserver.deletion import with_rv as _with_rv
 from kai.sim.apiserver.errors import (
     ApiError,
@@ -118,13 +118,16 @@ class ApiCore:
 
     # -- reads -----------------------------------------------------------------------------
     def get(self, rt: ResourceType, version: str, ns: str, name: str) -> dict[str, Any]:
-        obj = self.store.get(rt.key, ns, name)
+        obj = self.store.get(rt.store_key, ns, name)
         if obj is None:
             raise not_found(rt.plural, rt.group, name)
         return self.at_version(rt, obj, version)
 
     def at_version(self, rt: ResourceType, obj: dict[str, Any], version: str) -> dict[str, Any]:
+        """A stored object as the client asked for it (group version, shared storage)."""
         api_version = rt.api_version(version)
+        if rt.storage_key is not None:
+            return conversion.event_from_core(obj, api_version)
         if obj.get("apiVersion") == api_version:
             return obj
         out = dict(obj)
@@ -275,6 +278,13 @@ class ApiCore:
         with self.store.lock:
             return self._commit_create(rt, obj)
 
+    @staticmethod
+    def _to_storage(rt: ResourceType, obj: dict[str, Any]) -> dict[str, Any]:
+        """The form an object is stored in (another kind's, for shared storage)."""
+        if rt.storage_key is not None:
+            return conversion.event_to_core(obj)
+        return obj
+
     def _check_namespace(self, ns: str) -> None:
         space = self.store.get(NS_KEY, "", ns)
         if space is None:
@@ -333,7 +343,7 @@ class ApiCore:
             for _ in range(20):
                 with self._random_lock:
                     suffix = "".join(self._random.choice(_SUFFIX_CHARS) for _ in range(5))
-                if self.store.get(rt.key, ns, base + suffix) is None:
+                if self.store.get(rt.store_key, ns, base + suffix) is None:
                     md["name"] = base + suffix
                     break
             else:
@@ -345,13 +355,13 @@ class ApiCore:
             causes = meta.name_causes(rt.key, md["name"], rt.is_custom)
             if causes:
                 raise invalid(rt.kind, rt.group, md["name"], causes)
-        if self.store.get(rt.key, ns, md["name"]) is not None:
+        if self.store.get(rt.store_key, ns, md["name"]) is not None:
             raise already_exists(rt.plural, rt.group, md["name"])
         if rt.key == CRD_KEY:
             self._check_crd_names(obj)
         self.store.next_rv()
-        stored = self._stamp_new(rt, obj)
-        self.store.commit(rt.key, "ADDED", stored, None)
+        stored = self._to_storage(rt, self._stamp_new(rt, obj))
+        self.store.commit(rt.store_key, "ADDED", stored, None)
         if rt.key == CRD_KEY:
             self._install_crd(stored)
         elif rt.key == NS_KEY:
@@ -416,7 +426,7 @@ class ApiCore:
         new["metadata"]["name"] = name
         wanted_rv = new["metadata"].get("resourceVersion") or None
         for _ in range(8):
-            old = self.store.get(rt.key, ns or "", name)
+            old = self.store.get(rt.store_key, ns or "", name)
             if old is None:
                 raise not_found(rt.plural, rt.group, name)
             try:
@@ -459,7 +469,7 @@ class ApiCore:
                 "must set the fieldManager query parameter"
             )
         for _ in range(8):
-            old = self.store.get(rt.key, ns or "", name)
+            old = self.store.get(rt.store_key, ns or "", name)
             if old is None:
                 if ptype == "application/apply-patch+yaml":
                     body = dict(patch_doc) if isinstance(patch_doc, dict) else patch_doc
@@ -524,6 +534,9 @@ class ApiCore:
                 "the object has been modified; please "
                 "apply your changes to the latest version and try again",
             )
+        stored_old = old
+        if rt.storage_key is not None:  # work on the object in the form the client uses
+            old = self.at_version(rt, old, version)
         merged = self._merge_update(rt, old, new, subresource)
         warnings = self._field_checks(rt, version, merged, opts, old)
         merged, changed = self.admission.mutate(
@@ -535,7 +548,7 @@ class ApiCore:
         if opts.dry_run:
             return merged, warnings
         with self.store.lock:
-            cur = self.store.get(rt.key, old["metadata"].get("namespace") or "", name)
+            cur = self.store.get(rt.store_key, stored_old["metadata"].get("namespace") or "", name)
             if cur is None:
                 raise not_found(rt.plural, rt.group, name)
             if cur["metadata"]["resourceVersion"] != old_rv:
@@ -631,17 +644,17 @@ class ApiCore:
         """Store ``merged`` as the successor of ``cur`` (lock held). An object being deleted
         whose last finalizer went away is removed instead."""
         self.store.next_rv()
-        stored = _with_rv(merged, self.store.rv)
+        stored = _with_rv(self._to_storage(rt, merged), self.store.rv)
         md = stored["metadata"]
         if (
             md.get("deletionTimestamp")
             and not md.get("finalizers")
             and not (rt.key == PODS_KEY and int(md.get("deletionGracePeriodSeconds") or 0) > 0)
         ):
-            self.store.commit(rt.key, "DELETED", stored, cur)
+            self.store.commit(rt.store_key, "DELETED", stored, cur)
             self._after_delete(rt, stored)
         else:
-            self.store.commit(rt.key, "MODIFIED", stored, cur)
+            self.store.commit(rt.store_key, "MODIFIED", stored, cur)
             if rt.key == CRD_KEY:
                 self._install_crd(stored)
         return stored

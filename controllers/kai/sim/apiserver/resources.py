@@ -51,10 +51,16 @@ class ResourceType:
     schemas: dict[str, dict[str, Any] | None] = field(default_factory=dict, compare=False)
     printer_columns: dict[str, list[dict[str, Any]]] = field(default_factory=dict, compare=False)
     crd_name: str | None = None
+    # another resource whose storage this one shares (events.k8s.io Events -> core Events)
+    storage_key: tuple[str, str] | None = None
 
     @property
     def key(self) -> tuple[str, str]:
         return (self.group, self.plural)
+
+    @property
+    def store_key(self) -> tuple[str, str]:
+        return self.storage_key or (self.group, self.plural)
 
     @property
     def is_custom(self) -> bool:
@@ -139,6 +145,7 @@ BUILTIN_TYPES: tuple[ResourceType, ...] = (
         True,
         short_names=("ev",),
         field_selectors=_EVENT_FIELDS,
+        storage_key=("", "events"),
     ),
     ResourceType("coordination.k8s.io", ("v1",), "leases", "lease", "Lease", True),
     ResourceType(

@@ -43,13 +43,20 @@ class Event:
         self.prev = prev
         self._wire: dict[tuple[str, str | None], bytes] = {}
 
-    def wire(self, etype: str, api_version: str | None) -> bytes:
+    def wire(
+        self,
+        etype: str,
+        api_version: str | None,
+        convert: Callable[[dict[str, Any]], dict[str, Any]] | None = None,
+    ) -> bytes:
         """``{"type":..,"object":..}\\n`` serialized once per (type, apiVersion)."""
         k = (etype, api_version)
         data = self._wire.get(k)
         if data is None:
             obj = self.obj
-            if api_version is not None and obj.get("apiVersion") != api_version:
+            if convert is not None:
+                obj = convert(obj)
+            elif api_version is not None and obj.get("apiVersion") != api_version:
                 obj = dict(obj)
                 obj["apiVersion"] = api_version
             data = orjson.dumps({"type": etype, "object": obj}) + b"\n"

@@ -52,9 +52,16 @@ def serve_watch(
     api_version = rt.api_version(route.version)
     wire_version = None if rt.storage_version == route.version else api_version
     table = handler.table_version()
+    convert = None
+    if rt.storage_key is not None:
+
+        def convert(obj: dict[str, Any]) -> dict[str, Any]:
+            return core.at_version(rt, obj, route.version)
+
+        wire_version = api_version
 
     def initial() -> list[dict[str, Any]]:
-        return list(store.iter(rt.key, ns))
+        return list(store.iter(rt.store_key, ns))
 
     def wanted(obj: dict[str, Any] | None) -> bool:
         if obj is None:
@@ -67,7 +74,7 @@ def serve_watch(
         return not (fields and not fields_match(fields, obj))
 
     try:
-        w, backlog, caught_up = store.open_watch(rt.key, since, index, initial)
+        w, backlog, caught_up = store.open_watch(rt.store_key, since, index, initial)
     except LookupError:
         handler.pending = []
         handler.start_stream()
@@ -114,7 +121,7 @@ def serve_watch(
                     + b"\n"
                 )
             else:
-                data = ev.wire(etype, wire_version)
+                data = ev.wire(etype, wire_version, convert)
             handler.chunk(data)
             sent += 1
             return not (core.faults.active and core.faults.drop_watch(sent))
