@@ -1,0 +1,86 @@
+"""Informers: list+watch into a cache, resume after a dropped watch, relist after 410."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from conftest import eventually
+
+from kai.kube.client import Kube
+from kai.kube.informer import Informer
+from kai.kube.resources import CONFIGMAPS
+from kai.sim.apiserver import ApiServer
+
+
+def _cm(name: str, value: str = "1") -> dict[str, Any]:
+    return {"apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": name, "namespace": "default"}, "data": {"v": value}}
+
+
+def test_list_then_watch_fills_the_cache_and_calls_handlers(kube: Kube) -> None:
+    kube.create(CONFIGMAPS, _cm("before"))
+    seen: list[tuple[str, str]] = []
+    inf = Informer(kube, CONFIGMAPS)
+    inf.add_handler(lambda t, o, old: seen.append((t, o["metadata"]["name"])))
+    inf.start()
+    try:
+        assert inf.wait_synced(10)
+        assert inf.get("before", "default") is not None
+        kube.create(CONFIGMAPS, _cm("after"))
+        kube.patch(CONFIGMAPS, "after", {"data": {"v": "2"}}, "default")
+        kube.delete(CONFIGMAPS, "before", "default")
+        eventually(lambda: ("DELETED", "before") in seen)
+        eventually(lambda: (inf.get("after", "default") or {}).get("data") == {"v": "2"})
+        assert inf.get("before", "default") is None
+        assert [e for e in seen if e[1] == "after"][:2] == [("ADDED", "after"), ("MODIFIED", "after")]
+    finally:
+        inf.stop()
+
+
+def test_dropped_watches_lose_no_event(server: ApiServer, kube: Kube) -> None:
+    inf = Informer(kube, CONFIGMAPS)
+    inf.start()
+    try:
+        assert inf.wait_synced(10)
+        server.faults.configure(watch_drop_after=3)  # every watch is cut after 3 events
+        for i in range(40):
+            kube.create(CONFIGMAPS, _cm(f"cm-{i:02d}"))
+        for i in range(0, 40, 2):
+            kube.delete(CONFIGMAPS, f"cm-{i:02d}", "default")
+        expected = {f"cm-{i:02d}" for i in range(1, 40, 2)}
+        eventually(lambda: {k[1] for k in inf.cache} >= expected
+                   and not ({k[1] for k in inf.cache} - expected - {"kube-root-ca.crt"}))
+        assert server.faults.injected["watch_drops"] > 0
+        assert inf.watch_restarts > 0
+    finally:
+        server.faults.clear()
+        inf.stop()
+
+
+def test_relist_after_410_reports_what_the_gap_hid(server: ApiServer, kube: Kube) -> None:
+    for name in ("keep", "change", "gone"):
+        kube.create(CONFIGMAPS, _cm(name))
+    events: list[tuple[str, str]] = []
+    inf = Informer(kube, CONFIGMAPS, watch_timeout=1)
+    inf.add_handler(lambda t, o, old: events.append((t, o["metadata"]["name"])))
+    inf.start()
+    try:
+        assert inf.wait_synced(10)
+        inf._stop.set()  # pause: let the gap happen while nobody watches
+        response = inf._response
+        if response is not None:
+            response.close()
+        inf._thread.join(timeout=5)  # type: ignore[union-attr]
+        kube.patch(CONFIGMAPS, "change", {"data": {"v": "9"}}, "default")
+        kube.delete(CONFIGMAPS, "gone", "default")
+        kube.create(CONFIGMAPS, _cm("new"))
+        server.compact()  # the informer's resourceVersion is now too old: 410 Gone
+        inf._stop.clear()
+        inf.start()
+        eventually(lambda: inf.relists >= 1)
+        eventually(lambda: ("DELETED", "gone") in events and ("ADDED", "new") in events)
+        assert ("MODIFIED", "change") in events
+        assert (inf.get("change", "default") or {}).get("data") == {"v": "9"}
+        assert inf.get("gone", "default") is None
+    finally:
+        inf.stop()
