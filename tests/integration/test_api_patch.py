@@ -165,3 +165,80 @@ def test_apply_without_field_manager_is_400(core, ns):
             "application/apply-patch+yaml",
         )
     assert err.value.status == 400
+
+
+def _apply(core, ns, body, manager, **kw):
+    return core.patch_namespaced_config_map(
+        body["metadata"]["name"],
+        ns,
+        body,
+        _content_type="application/apply-patch+yaml",
+        field_manager=manager,
+        **kw,
+    )
+
+
+def _cm(name, labels=None, **data):
+    md = {"name": name}
+    if labels:
+        md["labels"] = labels
+    return {"apiVersion": "v1", "kind": "ConfigMap", "metadata": md, "data": data}
+
+
+def test_apply_removes_what_the_manager_no_longer_applies(core, ns):
+    _apply(core, ns, _cm("a", {"x": "1", "y": "2"}, k="v", k2="v2"), "gitops")
+    core.patch_namespaced_config_map("a", ns, {"data": {"manual": "kept"}})
+    after = _apply(core, ns, _cm("a", {"x": "1"}, k="v"), "gitops")
+    assert after.data == {"k": "v", "manual": "kept"}
+    assert after.metadata.labels == {"x": "1"}
+    entry = next(m for m in after.metadata.managed_fields if m.manager == "gitops")
+    assert entry.operation == "Apply" and entry.fields_type == "FieldsV1"
+
+
+def test_apply_conflicts_between_managers_and_force(core, ns):
+    _apply(core, ns, _cm("b", k="one"), "first")
+    with pytest.raises(client.ApiException) as err:
+        _apply(core, ns, _cm("b", k="two"), "second")
+    assert err.value.status == 409
+    moved = _apply(core, ns, _cm("b", k="two"), "second", force=True)
+    assert moved.data == {"k": "two"}
+    owners = {m.manager for m in moved.metadata.managed_fields if m.operation == "Apply"}
+    assert owners == {"second"}
+    same = _apply(core, ns, _cm("b", k="two"), "third")  # same value: shared, no conflict
+    assert same.data == {"k": "two"}
+
+
+def test_apply_drops_list_items_by_key(cluster, ns):
+    apps = client.AppsV1Api(cluster.api)
+
+    def deployment(*containers):
+        return {
+            "apiVersion": "apps/v1",
+            "kind": "Deployment",
+            "metadata": {"name": "d"},
+            "spec": {
+                "selector": {"matchLabels": {"a": "b"}},
+                "template": {
+                    "metadata": {"labels": {"a": "b"}},
+                    "spec": {
+                        "containers": [{"name": c, "image": "busybox:1.36"} for c in containers]
+                    },
+                },
+            },
+        }
+
+    apps.patch_namespaced_deployment(
+        "d",
+        ns,
+        deployment("main", "side"),
+        _content_type="application/apply-patch+yaml",
+        field_manager="gitops",
+    )
+    out = apps.patch_namespaced_deployment(
+        "d",
+        ns,
+        deployment("main"),
+        _content_type="application/apply-patch+yaml",
+        field_manager="gitops",
+    )
+    assert [c.name for c in out.spec.template.spec.containers] == ["main"]

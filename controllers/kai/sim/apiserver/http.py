@@ -374,6 +374,7 @@ class ApiHandler(BaseHTTPRequestHandler):
             dry_run=q.get("dryRun") == "All",
             field_validation=q.get("fieldValidation") or core.options.default_field_validation,
             field_manager=q.get("fieldManager"),
+            force=q.get("force") in ("true", "1", "True"),
         )
         if opts.field_validation not in ("Strict", "Warn", "Ignore"):
             raise bad_request(

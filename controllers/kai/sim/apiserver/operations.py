@@ -17,6 +17,7 @@ from typing import Any
 
 import orjson
 
+from kai.sim.apiserver import apply as server_side_apply
 from kai.sim.apiserver import binding, conversion, deletion, lifecycle, listing, meta
 from kai.sim.apiserver.deletion import with_rv as _with_rv
 from kai.sim.apiserver.errors import (
@@ -66,6 +67,8 @@ class WriteOptions:
     dry_run: bool = False
     field_validation: str = "Strict"
     field_manager: str | None = None
+    force: bool = False
+    managed_fields: list[dict[str, Any]] | None = None  # set by server-side apply
 
 
 class _Retry(Exception):
@@ -247,6 +250,8 @@ class ApiCore:
             "managedFields",
         ):
             md.pop(k, None)
+        if opts.managed_fields is not None:
+            md["managedFields"] = opts.managed_fields
         name = md.get("name") or ""
         if not name and not md.get("generateName"):
             raise invalid(rt.kind, rt.group, "", meta.name_causes(rt.key, "", rt.is_custom))
@@ -472,7 +477,12 @@ class ApiCore:
             old = self.store.get(rt.store_key, ns or "", name)
             if old is None:
                 if ptype == "application/apply-patch+yaml":
-                    body = dict(patch_doc) if isinstance(patch_doc, dict) else patch_doc
+                    if not isinstance(patch_doc, dict):
+                        raise bad_request("the applied configuration must be an object")
+                    body = _copy(patch_doc)
+                    opts.managed_fields = server_side_apply.created_fields(
+                        patch_doc, opts.field_manager or "", rt.is_custom, rt.api_version(version)
+                    )
                     return self.create(rt, version, ns, body, opts)
                 raise not_found(rt.plural, rt.group, name)
             doc = _copy(self.at_version(rt, old, version))
@@ -482,16 +492,21 @@ class ApiCore:
                 if not isinstance(patch_doc, dict):
                     raise bad_request("a merge patch must be a JSON object")
                 new = merge_patch(doc, patch_doc)
-            elif ptype in (
-                "application/strategic-merge-patch+json",
-                "application/apply-patch+yaml",
-            ):
+            elif ptype == "application/apply-patch+yaml":
+                if not isinstance(patch_doc, dict):
+                    raise bad_request("the applied configuration must be an object")
+                new = server_side_apply.apply(
+                    doc,
+                    _copy(patch_doc),
+                    opts.field_manager or "",
+                    opts.force,
+                    rt.is_custom,
+                    rt.api_version(version),
+                )
+            elif ptype == "application/strategic-merge-patch+json":
                 if not isinstance(patch_doc, dict):
                     raise bad_request("the patch must be an object")
-                if rt.is_custom:
-                    new = merge_patch(doc, patch_doc)
-                else:
-                    new = strategic_merge_patch(doc, patch_doc)
+                new = strategic_merge_patch(doc, patch_doc)
             else:
                 raise ApiError(
                     415,
@@ -593,6 +608,8 @@ class ApiCore:
             else:
                 md.pop(k, None)
         md["resourceVersion"] = old_md["resourceVersion"]
+        if "managedFields" not in md and "managedFields" in old_md:
+            md["managedFields"] = old_md["managedFields"]
         if old_md.get("deletionTimestamp"):
             added = set(md.get("finalizers") or []) - set(old_md.get("finalizers") or [])
             if added:
