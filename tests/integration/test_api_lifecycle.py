@@ -197,3 +197,47 @@ def test_namespace_deletion_removes_content(core):
     assert err.value.status == 403
     core.patch_namespaced_config_map("held", name, {"metadata": {"finalizers": None}})
     eventually(lambda: _gone(lambda: core.read_namespace(name)), timeout=60)
+
+
+def test_eviction_respects_the_disruption_budget(cluster, core, ns):
+    policy = client.PolicyV1Api(cluster.api)
+    for name in ("e1", "e2"):
+        core.create_namespaced_pod(ns, pod(name, labels={"app": "guarded"}))
+        core.patch_namespaced_pod_status(
+            name, ns, {"status": {"conditions": [{"type": "Ready", "status": "True"}]}}
+        )
+    policy.create_namespaced_pod_disruption_budget(
+        ns,
+        {
+            "metadata": {"name": "keep-one"},
+            "spec": {"minAvailable": 1, "selector": {"matchLabels": {"app": "guarded"}}},
+        },
+    )
+
+    def evict(name):
+        return core.create_namespaced_pod_eviction(
+            name,
+            ns,
+            {
+                "apiVersion": "policy/v1",
+                "kind": "Eviction",
+                "metadata": {"name": name, "namespace": ns},
+            },
+            _preload_content=False,
+        )
+
+    def evicted(name):
+        try:
+            return evict(name).status == 201
+        except client.ApiException as exc:  # a real disruption controller needs a moment
+            assert exc.status == 429
+            return False
+
+    eventually(lambda: evicted("e1"), timeout=30)
+    eventually(lambda: _gone(lambda: core.read_namespaced_pod("e1", ns)))
+    with pytest.raises(client.ApiException) as err:
+        evict("e2")
+    assert err.value.status == 429
+    assert status_of(err.value)["details"]["causes"][0]["reason"] == "DisruptionBudget"
+    resources = {r.name: r for r in core.get_api_resources().resources}
+    assert resources["pods/eviction"].group == "policy"

@@ -14,8 +14,15 @@ if TYPE_CHECKING:
     from kai.sim.apiserver.operations import ApiCore
     from kai.sim.apiserver.resources import ResourceType
 
-_SUB_KIND = {"binding": "Binding"}
-_SUB_VERBS = {"status": ["get", "patch", "update"], "binding": ["create"], "finalize": ["update"]}
+_SUB_KIND = {"binding": "Binding", "eviction": "Eviction"}
+# subresources served in another group version than their resource
+_SUB_GROUP = {"eviction": ("policy", "v1")}
+_SUB_VERBS = {
+    "status": ["get", "patch", "update"],
+    "binding": ["create"],
+    "eviction": ["create"],
+    "finalize": ["update"],
+}
 
 
 def version_info(git_version: str) -> dict[str, Any]:
@@ -95,15 +102,16 @@ def resource_list(core: ApiCore, group: str, version: str) -> dict[str, Any] | N
         found = True
         resources.append(_entry(rt))
         for sub in sorted(rt.subresources):
-            resources.append(
-                {
-                    "name": f"{rt.plural}/{sub}",
-                    "singularName": "",
-                    "namespaced": rt.namespaced,
-                    "kind": _SUB_KIND.get(sub, rt.kind),
-                    "verbs": _SUB_VERBS.get(sub, ["get"]),
-                }
-            )
+            entry: dict[str, Any] = {
+                "name": f"{rt.plural}/{sub}",
+                "singularName": "",
+                "namespaced": rt.namespaced,
+                "kind": _SUB_KIND.get(sub, rt.kind),
+                "verbs": _SUB_VERBS.get(sub, ["get"]),
+            }
+            if sub in _SUB_GROUP:
+                entry["group"], entry["version"] = _SUB_GROUP[sub]
+            resources.append(entry)
     if not found:
         return None
     return {

@@ -17,7 +17,7 @@ from urllib.parse import parse_qsl, urlsplit
 
 import orjson
 
-from kai.sim.apiserver import discovery, openapi, protobuf
+from kai.sim.apiserver import discovery, eviction, openapi, protobuf
 from kai.sim.apiserver.errors import ApiError, bad_request
 from kai.sim.apiserver.operations import WriteOptions
 from kai.sim.apiserver.tables import to_table
@@ -394,6 +394,11 @@ class ApiHandler(BaseHTTPRequestHandler):
                 self._send_maybe_table(rt, route.version, [obj], {}, q, obj)
             return
         if method == "POST":
+            if route.name is not None and sub == "eviction" and rt.key == ("", "pods"):
+                self._send(
+                    201, eviction.evict(core, ns or "", route.name, self._json_body(raw), opts)
+                )
+                return
             if route.name is not None and sub == "binding" and rt.key == ("", "pods"):
                 self._send(201, core.bind(ns or "", route.name, self._json_body(raw), opts))
                 return

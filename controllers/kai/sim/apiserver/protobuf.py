@@ -17,7 +17,7 @@ from typing import Any
 from kai.sim.apiserver.errors import ApiError
 
 MAGIC = b"k8s\x00"
-SUPPORTED = ("Namespace", "ConfigMap", "Secret", "ServiceAccount", "PriorityClass")
+SUPPORTED = ("Namespace", "ConfigMap", "Secret", "ServiceAccount", "PriorityClass", "Eviction")
 
 Fields = list[tuple[int, int, Any]]  # (field number, wire type, value)
 
@@ -144,7 +144,20 @@ def _priority_class(fields: Fields, obj: dict[str, Any]) -> None:
             obj["preemptionPolicy"] = _text(v)
 
 
+def _eviction(fields: Fields, obj: dict[str, Any]) -> None:
+    for number, _, v in fields:
+        if number == 2:
+            options: dict[str, Any] = {}
+            for n, _, x in _fields(v):
+                if n == 1:
+                    options["gracePeriodSeconds"] = x - (1 << 64) if x >= 1 << 63 else x
+                elif n == 4 and x:
+                    options["propagationPolicy"] = _text(x)
+            obj["deleteOptions"] = options
+
+
 _DECODERS: dict[str, Callable[[Fields, dict[str, Any]], None]] = {
+    "Eviction": _eviction,
     "ConfigMap": _configmap,
     "Secret": _secret,
     "Namespace": _namespace,

@@ -110,7 +110,7 @@ BUILTIN_TYPES: tuple[ResourceType, ...] = (
         True,
         short_names=("po",),
         categories=("all",),
-        subresources=frozenset({"status", "binding"}),
+        subresources=frozenset({"status", "binding", "eviction"}),
         has_generation=True,
         field_selectors=(
             "spec.nodeName",
@@ -146,6 +146,17 @@ BUILTIN_TYPES: tuple[ResourceType, ...] = (
         short_names=("ev",),
         field_selectors=_EVENT_FIELDS,
         storage_key=("", "events"),
+    ),
+    ResourceType(
+        "policy",
+        ("v1",),
+        "poddisruptionbudgets",
+        "poddisruptionbudget",
+        "PodDisruptionBudget",
+        True,
+        short_names=("pdb",),
+        subresources=frozenset({"status"}),
+        has_generation=True,
     ),
     ResourceType("coordination.k8s.io", ("v1",), "leases", "lease", "Lease", True),
     ResourceType(

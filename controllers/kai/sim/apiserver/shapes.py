@@ -136,6 +136,14 @@ SHAPES: dict[tuple[str, str], Schema] = {
     ("batch", "jobs"): _obj(spec=ANY_OBJ, status=_obj(succeeded=INT, active=INT, failed=INT)),
     ("apps", "deployments"): _obj(spec=ANY_OBJ, status=ANY_OBJ),
     ("apps", "replicasets"): _obj(spec=ANY_OBJ, status=ANY_OBJ),
+    ("policy", "poddisruptionbudgets"): _obj(
+        spec=_obj(
+            minAvailable={"x-kubernetes-int-or-string": True},
+            maxUnavailable={"x-kubernetes-int-or-string": True},
+            selector=SELECTOR,
+            unhealthyPodEvictionPolicy=STR,
+        )
+    ),
     ("scheduling.k8s.io", "priorityclasses"): _obj(
         value=INT, globalDefault=BOOL, preemptionPolicy=STR, description=STR
     ),
