@@ -150,3 +150,22 @@ def test_typed_create_commands(kubectl, cluster, ns):
         assert secret["data"] == {"k": "dg=="}
     finally:
         run(kubectl, cluster, "delete", "namespace", name, "--wait=false")
+
+
+def test_drain_evicts_and_cordons(kubectl, cluster, ns, tmp_path):
+    node = f"{ns}-node"
+    path = tmp_path / "objs.yaml"
+    path.write_text(
+        f"apiVersion: v1\nkind: Node\nmetadata:\n  name: {node}\n---\n"
+        f"apiVersion: v1\nkind: Pod\nmetadata:\n  name: victim\n  namespace: {ns}\n"
+        f"spec:\n  nodeName: {node}\n  containers:\n  - name: c\n    image: busybox:1.36\n"
+    )
+    run(kubectl, cluster, "apply", "-f", str(path))
+    try:
+        run(kubectl, cluster, "drain", node, "--force", "--grace-period=0", "--timeout=60s")
+        got = json.loads(run(kubectl, cluster, "get", "node", node, "-o", "json").stdout)
+        assert got["spec"].get("unschedulable") is True
+        left = run(kubectl, cluster, "-n", ns, "get", "pods", "-o", "name").stdout
+        assert "victim" not in left
+    finally:
+        run(kubectl, cluster, "delete", "node", node, "--wait=false", check=False)
