@@ -11,6 +11,7 @@ Errors surface as :class:`ApiError` (an HTTP status with the server's Status bod
 
 from __future__ import annotations
 
+import logging
 import os
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
@@ -127,6 +128,9 @@ class Kube:
     def __init__(self, api_client: Any, request_timeout: float = 30.0) -> None:
         self.api = api_client
         self.request_timeout = request_timeout
+        # urllib3 logs a warning each time it re-opens a keep-alive connection that the server
+        # closed after a watch ended; that is routine here, and retried anyway.
+        logging.getLogger("urllib3.connectionpool").setLevel(logging.ERROR)
         # Many worker threads share one client: give the pool room for all of them.
         pool = getattr(api_client.rest_client, "pool_manager", None)
         if pool is not None and hasattr(pool, "connection_pool_kw"):

@@ -100,8 +100,9 @@ class Informer:
     def _run(self) -> None:
         backoff = Backoff(base=0.1, cap=10.0)
         failures = 0
-        need_list = True
+        need_list = not self.resource_version  # a restarted informer resumes where it was
         while not self._stop.is_set():
+            start_rv = self.resource_version
             try:
                 if need_list:
                     self._list()
@@ -118,7 +119,8 @@ class Informer:
                 if not self._stop.is_set():
                     log.warning("%s: %s", self.name, exc)
             except KubeError as exc:
-                failures += 1
+                # a watch cut after it made progress resumes at once; repeated failures back off
+                failures = 0 if self.resource_version != start_rv else failures + 1
                 if not self._stop.is_set():
                     log.info("%s: watch interrupted (%s); resuming", self.name, exc)
             except Exception:  # a handler bug must not kill the informer

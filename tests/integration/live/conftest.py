@@ -3,15 +3,15 @@ client on it, and helpers to start the pieces of the live system with short peri
 
 from __future__ import annotations
 
-import time
-from collections.abc import Callable, Iterator
+import sys
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
-
 import pytest
 
 from kai.kube.client import Kube
 from kai.sim.apiserver import ApiServer
+
+sys.path.insert(0, str(Path(__file__).parent))  # for live_helpers
 
 
 @pytest.fixture
@@ -35,19 +35,3 @@ def kube(kubeconfig: str) -> Iterator[Kube]:
         yield k
     finally:
         k.close()
-
-
-def eventually(check: Callable[[], Any], timeout: float = 15.0, interval: float = 0.05) -> Any:
-    deadline = time.monotonic() + timeout
-    last: BaseException | None = None
-    while time.monotonic() < deadline:
-        try:
-            value = check()
-            if value:
-                return value
-        except AssertionError as exc:
-            last = exc
-        time.sleep(interval)
-    if last is not None:
-        raise last
-    raise AssertionError(f"condition not met within {timeout}s")

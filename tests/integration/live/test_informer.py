@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import threading
 from typing import Any
 
-from conftest import eventually
+from live_helpers import eventually
 
 from kai.kube.client import Kube
 from kai.kube.informer import Informer
@@ -13,8 +14,12 @@ from kai.sim.apiserver import ApiServer
 
 
 def _cm(name: str, value: str = "1") -> dict[str, Any]:
-    return {"apiVersion": "v1", "kind": "ConfigMap",
-            "metadata": {"name": name, "namespace": "default"}, "data": {"v": value}}
+    return {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {"name": name, "namespace": "default"},
+        "data": {"v": value},
+    }
 
 
 def test_list_then_watch_fills_the_cache_and_calls_handlers(kube: Kube) -> None:
@@ -32,7 +37,10 @@ def test_list_then_watch_fills_the_cache_and_calls_handlers(kube: Kube) -> None:
         eventually(lambda: ("DELETED", "before") in seen)
         eventually(lambda: (inf.get("after", "default") or {}).get("data") == {"v": "2"})
         assert inf.get("before", "default") is None
-        assert [e for e in seen if e[1] == "after"][:2] == [("ADDED", "after"), ("MODIFIED", "after")]
+        assert [e for e in seen if e[1] == "after"][:2] == [
+            ("ADDED", "after"),
+            ("MODIFIED", "after"),
+        ]
     finally:
         inf.stop()
 
@@ -48,8 +56,12 @@ def test_dropped_watches_lose_no_event(server: ApiServer, kube: Kube) -> None:
         for i in range(0, 40, 2):
             kube.delete(CONFIGMAPS, f"cm-{i:02d}", "default")
         expected = {f"cm-{i:02d}" for i in range(1, 40, 2)}
-        eventually(lambda: {k[1] for k in inf.cache} >= expected
-                   and not ({k[1] for k in inf.cache} - expected - {"kube-root-ca.crt"}))
+        eventually(
+            lambda: (
+                {k[1] for k in inf.cache} >= expected
+                and not ({k[1] for k in inf.cache} - expected - {"kube-root-ca.crt"})
+            )
+        )
         assert server.faults.injected["watch_drops"] > 0
         assert inf.watch_restarts > 0
     finally:
@@ -66,17 +78,14 @@ def test_relist_after_410_reports_what_the_gap_hid(server: ApiServer, kube: Kube
     inf.start()
     try:
         assert inf.wait_synced(10)
-        inf._stop.set()  # pause: let the gap happen while nobody watches
-        response = inf._response
-        if response is not None:
-            response.close()
-        inf._thread.join(timeout=5)  # type: ignore[union-attr]
+        inf.stop()  # nobody watches while the gap happens
+        assert inf._thread is None
         kube.patch(CONFIGMAPS, "change", {"data": {"v": "9"}}, "default")
         kube.delete(CONFIGMAPS, "gone", "default")
         kube.create(CONFIGMAPS, _cm("new"))
         server.compact()  # the informer's resourceVersion is now too old: 410 Gone
-        inf._stop.clear()
-        inf.start()
+        inf._stop = threading.Event()
+        inf.start()  # resumes from its old resourceVersion: 410 Gone, then a relist
         eventually(lambda: inf.relists >= 1)
         eventually(lambda: ("DELETED", "gone") in events and ("ADDED", "new") in events)
         assert ("MODIFIED", "change") in events

@@ -1,0 +1,199 @@
+"""End-to-end scheduling throughput through the embedded API server.
+
+2,000 simulated nodes x 8 GPUs, 10,000 single-GPU pods created at once (8 client threads over
+HTTP), then the live system -- pod-grouper, scheduler, binder, simulated kubelet, each with its
+own client, informers and threads -- runs until every pod is bound. Reported: pods/s from the
+first pod creation to the last binding, and where the time goes (creation, grouping, scheduling
+cycles, binding), from the API server's event stream.
+
+Target (issue 6): at least 500 pods/s.
+
+    .venv/bin/python bench/bench_e2e.py [--nodes 2000] [--pods 10000] [--no-kubelet]
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--nodes", type=int, default=2000)
+    parser.add_argument("--gpus", type=int, default=8)
+    parser.add_argument("--pods", type=int, default=10_000)
+    parser.add_argument("--period", type=float, default=1.0)
+    parser.add_argument("--no-kubelet", action="store_true", help="pods stay Bound, not Running")
+    parser.add_argument("--timeout", type=float, default=600.0)
+    parser.add_argument("--log-level", default="WARNING")
+    parser.add_argument(
+        "--in-process-server",
+        action="store_true",
+        help="run the API server in this process (default: a `kai apiserver` child process, "
+        "so that it does not share the interpreter lock with the components)",
+    )
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=args.log_level, format="%(asctime)s %(name)s %(message)s")
+
+    from kai.kube.client import Kube
+    from kai.kube.informer import Informer
+    from kai.kube.resources import NODES, PODS, QUEUES
+    from kai.kube.writes import create_if_absent
+    from kai.sim.apiserver import ApiServer
+    from kai.sim.nodes import NodeShape, create_nodes
+    from kai.sim.system import System, SystemOptions, bootstrap, wait_until
+    from kai.sim.workloads import ensure_namespace, pod_manifest
+
+    history = max(200_000, args.pods * 12)
+    server: Any = None
+    child: subprocess.Popen[str] | None = None
+    if args.in_process_server:
+        server = ApiServer(history_size=history).start()
+        kubeconfig = server.write_kubeconfig(Path(f"/tmp/kai-bench-e2e-{os.getpid()}.yaml"))
+    else:
+        kubeconfig = Path(f"/tmp/kai-bench-e2e-{os.getpid()}.yaml")
+        child = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "kai.cli",
+                "apiserver",
+                "--kubeconfig-out",
+                str(kubeconfig),
+                "--history",
+                str(history),
+            ],
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        assert child.stdout is not None
+        for line in child.stdout:
+            if line.startswith("serving:"):
+                break
+    kube = Kube.from_kubeconfig(str(kubeconfig))
+    bootstrap(kube)
+    unlimited = {"quota": -1, "limit": -1, "overQuotaWeight": 1}
+    create_if_absent(
+        kube,
+        QUEUES,
+        {
+            "apiVersion": "scheduling.run.ai/v2",
+            "kind": "Queue",
+            "metadata": {"name": "bench"},
+            "spec": {"resources": {"gpu": unlimited, "cpu": unlimited, "memory": unlimited}},
+        },
+    )
+    ensure_namespace(kube, "bench")
+
+    # -- when did each pod get its node (from the server's own event stream) ---------------
+    bound_at: dict[str, float] = {}
+    grouped_at: dict[str, float] = {}
+    lock = threading.Lock()
+    done = threading.Event()
+
+    def listener(etype: str, obj: dict[str, Any], old: Any) -> None:
+        md = obj["metadata"]
+        if md.get("namespace") != "bench":
+            return
+        name = md["name"]
+        now = time.monotonic()
+        with lock:
+            if (obj.get("spec") or {}).get("nodeName") and name not in bound_at:
+                bound_at[name] = now
+                if len(bound_at) >= args.pods:
+                    done.set()
+            if (md.get("annotations") or {}).get("pod-group-name") and name not in grouped_at:
+                grouped_at[name] = now
+
+    # an observer with its own connection: sees each change when the server announces it
+    observer = Informer(Kube.from_kubeconfig(str(kubeconfig)), PODS, name="observer")
+    observer.add_handler(listener)
+    observer.start()
+
+    t = time.monotonic()
+    create_nodes(kube, args.nodes, NodeShape(gpus=args.gpus), workers=8)
+    system = System(
+        str(kubeconfig),
+        SystemOptions(period=args.period, kubelet=not args.no_kubelet, status_period=5.0),
+    ).start()
+    ready = wait_until(
+        lambda: (
+            sum(
+                1
+                for n in system.informers["scheduler"]["nodes"].items()
+                if not (n.get("spec") or {}).get("taints")
+            )
+            >= args.nodes
+        ),
+        timeout=300,
+        interval=0.5,
+    )
+    print(
+        f"nodes: {args.nodes} x {args.gpus} GPUs created and Ready in "
+        f"{time.monotonic() - t:.1f}s (ready={ready})"
+    )
+    del NODES
+
+    requests_before = server.request_count if server else 0
+    cycles_before = system.scheduler.cycles if system.scheduler else 0
+    pods = [
+        pod_manifest(f"p-{i:05d}", "bench", "bench", gpus=1, cpu="1", memory="1Gi")
+        for i in range(args.pods)
+    ]
+    t0 = time.monotonic()
+    with ThreadPoolExecutor(8) as pool:
+        list(pool.map(lambda body: kube.create(PODS, body), pods))
+    t_created = time.monotonic()
+    finished = done.wait(args.timeout)
+    t_end = time.monotonic()
+    requests = server.request_count - requests_before if server else 0
+    cycles = (system.scheduler.cycles if system.scheduler else 0) - cycles_before
+    metrics = system.metrics
+    system.stop()
+    observer.stop()
+    if server is not None:
+        server.stop()
+    if child is not None:
+        child.send_signal(signal.SIGTERM)
+        child.wait(timeout=30)
+
+    n = len(bound_at)
+    elapsed = (max(bound_at.values()) if bound_at else t_end) - t0
+    print(
+        f"pods: {args.pods} created in {t_created - t0:.1f}s "
+        f"({args.pods / (t_created - t0):.0f} creates/s over HTTP)"
+    )
+    if grouped_at:
+        print(f"grouped (PodGroup + annotation): last at {max(grouped_at.values()) - t0:.1f}s")
+    if bound_at:
+        first = min(bound_at.values()) - t0
+        print(f"bound: {n}/{args.pods}; first at {first:.1f}s, last at {elapsed:.1f}s")
+        for q in (0.5, 0.9, 0.99):
+            times = sorted(v - t0 for v in bound_at.values())
+            print(f"  p{int(q * 100)} bind time after start: {times[int(q * (n - 1))]:.1f}s")
+    print(
+        f"scheduling cycles: {cycles}; last cycle "
+        f"{metrics.e2e.values.get((), 0):.0f} ms (open {metrics.open_session.values.get((), 0):.0f}"
+        f" ms, close {metrics.close_session.values.get((), 0):.0f} ms)"
+    )
+    if server is not None:
+        print(f"API requests during the run: {requests} ({requests / max(elapsed, 1e-9):.0f}/s)")
+    rate = n / elapsed if elapsed > 0 else 0.0
+    print(f"THROUGHPUT: {rate:.0f} pods/s end to end (target >= 500)")
+    if not finished:
+        print(f"TIMEOUT after {args.timeout:.0f}s", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
