@@ -6,6 +6,7 @@ from __future__ import annotations
 import sys
 from collections.abc import Iterator
 from pathlib import Path
+
 import pytest
 
 from kai.kube.client import Kube

@@ -1,0 +1,79 @@
+"""Simulated nodes (registration, not-ready taint lifted once Ready) and the kubelet."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+from live_helpers import eventually
+
+from kai.kube.client import ApiError, Kube
+from kai.kube.informer import InformerSet
+from kai.kube.resources import NODES, PODS
+from kai.sim.kubelet import Kubelet
+from kai.sim.nodes import NodeLifecycle, NodeShape, create_nodes
+from kai.sim.workloads import pod_manifest
+
+
+@pytest.fixture
+def node_side(kube: Kube) -> Iterator[Kubelet]:
+    informers = InformerSet(kube)
+    nodes = informers.add("nodes", NODES)
+    pods = informers.add("pods", PODS)
+    lifecycle = NodeLifecycle(kube, nodes)
+    informers.start()
+    assert informers.wait_synced(10)
+    kubelet = Kubelet(kube, pods, nodes).start()
+    try:
+        yield kubelet
+    finally:
+        kubelet.stop()
+        lifecycle.stop()
+        informers.stop()
+
+
+def test_nodes_register_tainted_then_become_ready(kube: Kube) -> None:
+    # without the life-cycle controller a new node keeps the not-ready taint
+    create_nodes(kube, 1, NodeShape(gpus=4), prefix="bare")
+    bare = kube.get(NODES, "bare-00")
+    assert [t["key"] for t in bare["spec"]["taints"]] == ["node.kubernetes.io/not-ready"]
+    assert bare["metadata"]["labels"]["nvidia.com/gpu.count"] == "4"
+    assert bare["status"]["allocatable"]["nvidia.com/gpu"] == "4"
+
+
+def test_lifecycle_and_kubelet(kube: Kube, node_side: Kubelet) -> None:
+    names = create_nodes(kube, 2, NodeShape(gpus=8, gpu_memory_mib=40960))
+    for name in names:
+        node = eventually(lambda n=name: _ready_untainted(kube, n))
+        labels = node["metadata"]["labels"]
+        assert labels["nvidia.com/gpu.memory"] == "40960"
+        assert labels["topology.kubernetes.io/zone"] == "zone-0"
+    # a bound pod starts, and completes after its duration
+    body = pod_manifest("short", "default", None, gpus=1, duration=0.3)
+    kube.create(PODS, body)
+    kube.bind("default", "short", names[0])
+    eventually(lambda: kube.get(PODS, "short", "default")["status"].get("phase") == "Succeeded")
+    # a pod without a duration keeps running; deleting it gracefully finishes the deletion
+    kube.create(PODS, pod_manifest("long", "default", None, gpus=1))
+    kube.bind("default", "long", names[1])
+    eventually(lambda: kube.get(PODS, "long", "default")["status"].get("phase") == "Running")
+    kube.delete(PODS, "long", "default")
+    eventually(lambda: _gone(kube, "long"))
+    assert node_side.started == 2 and node_side.completed == 1
+
+
+def _ready_untainted(kube: Kube, name: str) -> dict | None:
+    node = kube.get(NODES, name)
+    ready = any(
+        c["type"] == "Ready" and c["status"] == "True"
+        for c in node["status"].get("conditions") or []
+    )
+    return node if ready and not node["spec"].get("taints") else None
+
+
+def _gone(kube: Kube, name: str) -> bool:
+    try:
+        kube.get(PODS, name, "default")
+    except ApiError as exc:
+        return exc.status == 404
+    return False

@@ -1,0 +1,116 @@
+"""The minimal pod-grouper: bare pods, batch/v1 Jobs, queue/priority rules, bad input."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+from live_helpers import eventually
+
+from kai.kube.client import Kube
+from kai.kube.events import EventRecorder
+from kai.kube.informer import InformerSet
+from kai.kube.resources import EVENTS, JOBS, PODGROUPS, PODS
+from kai.reconcilers.podgrouper import PodGrouper
+from kai.sim.system import bootstrap
+from kai.sim.workloads import pod_manifest, submit_job
+
+
+@pytest.fixture
+def grouper(kube: Kube) -> Iterator[PodGrouper]:
+    bootstrap(kube)
+    informers = InformerSet(kube)
+    pods = informers.add("pods", PODS, field_selector="spec.schedulerName=kai-scheduler")
+    jobs = informers.add("jobs", JOBS)
+    pgs = informers.add("podgroups", PODGROUPS)
+    recorder = EventRecorder(kube, "kai-podgrouper").start()
+    informers.start()
+    assert informers.wait_synced(10)
+    g = PodGrouper(kube, pods, jobs, pgs, recorder, workers=2).start()
+    try:
+        yield g
+    finally:
+        g.stop()
+        recorder.stop()
+        informers.stop()
+
+
+def _pg_of(kube: Kube, name: str) -> str | None:
+    pod = kube.get(PODS, name, "default")
+    return (pod["metadata"].get("annotations") or {}).get("pod-group-name")
+
+
+def test_bare_pod_gets_its_own_podgroup(kube: Kube, grouper: PodGrouper) -> None:
+    body = pod_manifest("solo", "default", "team-a", gpus=1, priority_class="build")
+    body["metadata"]["labels"]["kai.scheduler/preemptibility"] = "preemptible"
+    created = kube.create(PODS, body)
+    pg_name = eventually(lambda: _pg_of(kube, "solo"))
+    assert pg_name == f"pg-solo-{created['metadata']['uid']}"
+    pg = kube.get(PODGROUPS, pg_name, "default")
+    assert pg["spec"]["queue"] == "team-a"
+    assert pg["spec"]["minMember"] == 1
+    assert pg["spec"]["priorityClassName"] == "build"
+    assert pg["spec"]["preemptibility"] == "preemptible"
+    assert pg["metadata"]["labels"]["kai.scheduler/queue"] == "team-a"
+    assert pg["metadata"]["ownerReferences"][0]["uid"] == created["metadata"]["uid"]
+
+
+def test_defaults_queue_and_priority(kube: Kube, grouper: PodGrouper) -> None:
+    kube.create(PODS, pod_manifest("plain", "default", None))
+    pg = kube.get(PODGROUPS, eventually(lambda: _pg_of(kube, "plain")), "default")
+    assert pg["spec"]["queue"] == "default-queue"
+    assert pg["spec"]["priorityClassName"] == "train"
+    assert "preemptibility" not in pg["spec"]
+
+
+def test_other_schedulers_pods_and_user_groups_are_left_alone(
+    kube: Kube, grouper: PodGrouper
+) -> None:
+    kube.create(PODS, pod_manifest("theirs", "default", "q", scheduler_name="default-scheduler"))
+    kube.create(
+        PODS, pod_manifest("mine", "default", "q", annotations={"pod-group-name": "my-own"})
+    )
+    kube.create(PODS, pod_manifest("marker", "default", "q"))
+    eventually(lambda: _pg_of(kube, "marker"))
+    assert _pg_of(kube, "theirs") is None
+    assert _pg_of(kube, "mine") == "my-own"
+    names = {p["metadata"]["name"] for p in kube.list(PODGROUPS, "default")["items"]}
+    assert not any("theirs" in n or "mine" in n for n in names)
+
+
+def test_one_podgroup_per_job_with_batch_min_member(kube: Kube, grouper: PodGrouper) -> None:
+    pods = submit_job(kube, "gang", "default", "team-b", pods=3, min_member=3)
+    job_uid = kube.get(JOBS, "gang", "default")["metadata"]["uid"]
+    for name in pods:
+        assert eventually(lambda n=name: _pg_of(kube, n)) == f"pg-gang-{job_uid}"
+    pg = kube.get(PODGROUPS, f"pg-gang-{job_uid}", "default")
+    assert pg["spec"]["minMember"] == 3
+    assert pg["spec"]["queue"] == "team-b"
+    assert pg["metadata"]["ownerReferences"][0]["kind"] == "Job"
+    assert (
+        len(
+            [p for p in kube.list(PODGROUPS, "default")["items"] if "gang" in p["metadata"]["name"]]
+        )
+        == 1
+    )
+
+
+def test_malformed_workload_gets_an_event_and_no_podgroup(kube: Kube, grouper: PodGrouper) -> None:
+    body = pod_manifest("odd", "default", "q")
+    body["metadata"]["labels"]["kai.scheduler/preemptibility"] = "sometimes"
+    kube.create(PODS, body)
+    event = eventually(
+        lambda: next(
+            (
+                e
+                for e in kube.list(EVENTS, "default")["items"]
+                if e["involvedObject"]["name"] == "odd" and e["reason"] == "PodGrouperWarning"
+            ),
+            None,
+        )
+    )
+    assert "kai.scheduler/preemptibility" in event["message"]
+    assert _pg_of(kube, "odd") is None
+    # the grouper keeps working for everyone else
+    kube.create(PODS, pod_manifest("fine", "default", "q"))
+    eventually(lambda: _pg_of(kube, "fine"))
