@@ -31,6 +31,7 @@ def _find_kubectl() -> str | None:
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     sys.path.insert(0, str(path.parent))
+    sys.modules[spec.name] = module  # its dataclasses look themselves up there
     spec.loader.exec_module(module)
     found = module.find_kubectl()
     return str(found) if found else None
