@@ -126,9 +126,17 @@ class SubGroupSet:
 
     @property
     def threshold(self) -> int:
+        """``minSubGroup`` as written, else every child. Like KAI, a ``minSubGroup`` above the
+        number of children is not capped: the set is never satisfied (KAI-FACTS-2026-08 §1.2,
+        §11 pitfall 2) and its job stays pending (see :func:`unreachable_sets`)."""
         if self.min_subgroup is None:
             return len(self.children)
-        return min(self.min_subgroup, len(self.children))
+        return self.min_subgroup
+
+    @property
+    def unreachable(self) -> bool:
+        """``minSubGroup`` asks for more satisfied children than the set has."""
+        return self.threshold > len(self.children)
 
     @property
     def satisfied_count(self) -> int:
@@ -198,6 +206,19 @@ class JobInfo:
 
     def __repr__(self) -> str:
         return f"JobInfo({self.uid})"
+
+
+def unreachable_sets(root: SubGroupSet) -> list[SubGroupSet]:
+    """Every SubGroupSet of the tree (root first, then depth-first in child order) whose
+    ``minSubGroup`` exceeds its number of children: the job can never be satisfied."""
+    out: list[SubGroupSet] = []
+    stack: list[SubGroupSet] = [root]
+    while stack:
+        group = stack.pop()
+        if group.unreachable:
+            out.append(group)
+        stack.extend(reversed([c for c in group.children if isinstance(c, SubGroupSet)]))
+    return out
 
 
 def build_subgroup_tree(spec: JobSpec) -> tuple[SubGroupSet, dict[str, PodSet]]:

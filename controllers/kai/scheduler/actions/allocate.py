@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 from kai.scheduler.fairshare.resources import Vector
 from kai.scheduler.gang import must_pipeline_whole_gang, tasks_to_allocate
 from kai.scheduler.job_queue import JobsOrderByQueues
-from kai.scheduler.jobs import JobInfo, TaskInfo
+from kai.scheduler.jobs import JobInfo, TaskInfo, unreachable_sets
 from kai.scheduler.ordering import job_order_key
 from kai.scheduler.result import Reason
 from kai.scheduler.statement import Statement
@@ -144,6 +144,22 @@ def _no_fit(
 
 
 def _not_ready(job: JobInfo) -> Reason:
+    unreachable = unreachable_sets(job.root)
+    if unreachable:
+        group = unreachable[0]
+        where = f"subgroup {group.name!r}" if group.name else "the job's root"
+        return Reason(
+            NOT_READY,
+            f"job {job.name!r} can never be satisfied: {where} has minSubGroup "
+            f"{group.threshold} but only {len(group.children)} child subgroup"
+            f"{'' if len(group.children) == 1 else 's'}; it stays pending until its subgroups "
+            "are fixed",
+            {
+                "subgroup": group.name or None,
+                "minSubGroup": group.threshold,
+                "children": len(group.children),
+            },
+        )
     parts = [
         f"{ps.name or 'default'}: {ps.alive} of {ps.min_available}"
         for ps in job.podsets.values()
