@@ -36,6 +36,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--timeout", type=float, default=600.0)
     parser.add_argument("--log-level", default="WARNING")
     parser.add_argument(
+        "--in-process-components",
+        action="store_true",
+        help="run scheduler, binder and pod-grouper as threads of this process (default: "
+        "`kai scheduler`, `kai binder`, `kai podgrouper` child processes, as deployments)",
+    )
+    parser.add_argument(
         "--in-process-server",
         action="store_true",
         help="run the API server in this process (default: a `kai apiserver` child process, "
@@ -46,7 +52,7 @@ def main(argv: list[str] | None = None) -> int:
 
     from kai.kube.client import Kube
     from kai.kube.informer import Informer
-    from kai.kube.resources import NODES, PODS, QUEUES
+    from kai.kube.resources import PODS, QUEUES
     from kai.kube.writes import create_if_absent
     from kai.sim.apiserver import ApiServer
     from kai.sim.nodes import NodeShape, create_nodes
@@ -121,18 +127,33 @@ def main(argv: list[str] | None = None) -> int:
 
     t = time.monotonic()
     create_nodes(kube, args.nodes, NodeShape(gpus=args.gpus), workers=8)
+    children: list[subprocess.Popen[bytes]] = []
+    metrics_port = 0
+    if args.in_process_components:
+        components: tuple[str, ...] = ("scheduler", "binder", "podgrouper", "nodes")
+    else:
+        metrics_port = _free_port()
+        common = ["--kubeconfig", str(kubeconfig), "--log-level", "WARNING"]
+        for command in (
+            ["scheduler", "--period", str(args.period), "--metrics-port", str(metrics_port)],
+            ["binder"],
+            ["podgrouper"],
+        ):
+            children.append(subprocess.Popen([sys.executable, "-m", "kai.cli", *command, *common]))
+        components = ("nodes",)
     system = System(
         str(kubeconfig),
-        SystemOptions(period=args.period, kubelet=not args.no_kubelet, status_period=5.0),
+        SystemOptions(
+            period=args.period,
+            kubelet=not args.no_kubelet,
+            status_period=5.0,
+            components=components,
+        ),
     ).start()
+    nodes = system.informers["nodes"]["nodes"]
     ready = wait_until(
         lambda: (
-            sum(
-                1
-                for n in system.informers["scheduler"]["nodes"].items()
-                if not (n.get("spec") or {}).get("taints")
-            )
-            >= args.nodes
+            sum(1 for n in nodes.items() if not (n.get("spec") or {}).get("taints")) >= args.nodes
         ),
         timeout=300,
         interval=0.5,
@@ -141,10 +162,11 @@ def main(argv: list[str] | None = None) -> int:
         f"nodes: {args.nodes} x {args.gpus} GPUs created and Ready in "
         f"{time.monotonic() - t:.1f}s (ready={ready})"
     )
-    del NODES
+    if metrics_port:
+        wait_until(lambda: _cycles(system, metrics_port) > 0, timeout=60, interval=0.5)
 
     requests_before = server.request_count if server else 0
-    cycles_before = system.scheduler.cycles if system.scheduler else 0
+    cycles_before = _cycles(system, metrics_port)
     pods = [
         pod_manifest(f"p-{i:05d}", "bench", "bench", gpus=1, cpu="1", memory="1Gi")
         for i in range(args.pods)
@@ -156,8 +178,12 @@ def main(argv: list[str] | None = None) -> int:
     finished = done.wait(args.timeout)
     t_end = time.monotonic()
     requests = server.request_count - requests_before if server else 0
-    cycles = (system.scheduler.cycles if system.scheduler else 0) - cycles_before
-    metrics = system.metrics
+    cycles = _cycles(system, metrics_port) - cycles_before
+    last_cycle = _gauges(system, metrics_port)
+    for proc in children:
+        proc.send_signal(signal.SIGTERM)
+    for proc in children:
+        proc.wait(timeout=60)
     system.stop()
     observer.stop()
     if server is not None:
@@ -181,9 +207,8 @@ def main(argv: list[str] | None = None) -> int:
             times = sorted(v - t0 for v in bound_at.values())
             print(f"  p{int(q * 100)} bind time after start: {times[int(q * (n - 1))]:.1f}s")
     print(
-        f"scheduling cycles: {cycles}; last cycle "
-        f"{metrics.e2e.values.get((), 0):.0f} ms (open {metrics.open_session.values.get((), 0):.0f}"
-        f" ms, close {metrics.close_session.values.get((), 0):.0f} ms)"
+        f"scheduling cycles: {cycles:.0f}; last cycle {last_cycle[0]:.0f} ms "
+        f"(snapshot {last_cycle[1]:.0f} ms, writes {last_cycle[2]:.0f} ms)"
     )
     if server is not None:
         print(f"API requests during the run: {requests} ({requests / max(elapsed, 1e-9):.0f}/s)")
@@ -193,6 +218,54 @@ def main(argv: list[str] | None = None) -> int:
         print(f"TIMEOUT after {args.timeout:.0f}s", file=sys.stderr)
         return 1
     return 0
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def _scrape(port: int) -> dict[str, float]:
+    import urllib.error
+    import urllib.request
+
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as response:
+            text = response.read().decode()
+    except (urllib.error.URLError, OSError):
+        return {}
+    values = {}
+    for line in text.splitlines():
+        if line and not line.startswith("#") and "{" not in line:
+            name, _, value = line.partition(" ")
+            values[name] = float(value)
+    return values
+
+
+def _cycles(system: Any, port: int) -> float:
+    if port:
+        return _scrape(port).get("kai_scheduling_cycles_total", 0.0)
+    return float(system.scheduler.cycles if system.scheduler else 0)
+
+
+def _gauges(system: Any, port: int) -> tuple[float, float, float]:
+    names = (
+        "kai_e2e_scheduling_latency_milliseconds",
+        "kai_open_session_latency_milliseconds",
+        "kai_close_session_latency_milliseconds",
+    )
+    if port:
+        values = _scrape(port)
+        return (values.get(names[0], 0.0), values.get(names[1], 0.0), values.get(names[2], 0.0))
+    m = system.metrics
+    return (
+        m.e2e.values.get((), 0.0),
+        m.open_session.values.get((), 0.0),
+        m.close_session.values.get((), 0.0),
+    )
 
 
 if __name__ == "__main__":

@@ -162,18 +162,35 @@ class Kube:
         headers = {"Accept": JSON}
         if body is not None:
             headers["Content-Type"] = content_type
-        request = self.api.param_serialize(
+        # The body is left out of param_serialize: the client would walk every dict
+        # (sanitize_for_serialization) and encode it with the stdlib json; orjson does it at a
+        # fraction of the cost. Auth headers, TLS and the connection pool stay the client's.
+        _, url, header_params, _, _ = self.api.param_serialize(
             method,
             path,
             query_params=_query(params),
             header_params=headers,
-            body=body,
             auth_settings=["BearerToken"],
         )
+        limit = timeout if timeout is not None else self.request_timeout
         try:
-            return self.api.call_api(
-                *request, _request_timeout=timeout if timeout is not None else self.request_timeout
-            )
+            if body is not None:
+                from kubernetes.client.rest import RESTResponse
+
+                if isinstance(limit, tuple):
+                    t = urllib3.Timeout(connect=limit[0], read=limit[1])
+                else:
+                    t = urllib3.Timeout(total=limit)
+                raw = self.api.rest_client.pool_manager.request(
+                    method,
+                    url,
+                    body=orjson.dumps(body),
+                    headers=header_params,
+                    timeout=t,
+                    preload_content=False,
+                )
+                return RESTResponse(raw)
+            return self.api.call_api(method, url, header_params, None, None, _request_timeout=limit)
         except ApiException as exc:  # some transports raise for non-2xx themselves
             raise ApiError(exc.status or 0, _decode(exc.body), f"{method} {path}") from exc
         except (urllib3.exceptions.HTTPError, OSError) as exc:

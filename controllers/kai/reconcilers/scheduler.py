@@ -24,6 +24,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import logging
+import math
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -185,9 +186,13 @@ class Scheduler:
         t_session = time.monotonic()
         if result is None:
             return None
-        futures = [
-            self.pool.submit(self._bind, built, d, s) for d, s in self._bind_plan(result, built)
-        ]
+        # BindRequests are created in the background: the next cycle sees them (as Binding)
+        # through the in-flight overlay, so a big batch of binds never stalls scheduling.
+        for decision, groups in self._bind_plan(result, built):
+            body = self._bind_request_body(built, decision, groups)
+            if body is not None:
+                self.pool.submit(self._bind, built, decision, body)
+        futures = []
         for eviction in result.evictions:
             futures.append(
                 self.pool.submit(
@@ -289,10 +294,13 @@ class Scheduler:
             plan.append((decision, tuple(groups)))
         return plan
 
-    def _bind(self, built: BuiltSnapshot, decision: BindDecision, groups: tuple[str, ...]) -> None:
+    def _bind_request_body(
+        self, built: BuiltSnapshot, decision: BindDecision, groups: tuple[str, ...]
+    ) -> dict[str, Any] | None:
+        """The BindRequest of a decision, registered as in flight."""
         pod = built.pods.get(decision.task)
         if pod is None:
-            return
+            return None
         md = pod["metadata"]
         ns, name = md["namespace"], md["name"]
         spec: dict[str, Any] = {
@@ -327,17 +335,28 @@ class Scheduler:
             },
             "spec": spec,
         }
+        with self._created_lock:
+            self._created[(ns, name)] = (body, math.inf)  # in flight: never expires
+        return body
+
+    def _bind(self, built: BuiltSnapshot, decision: BindDecision, body: dict[str, Any]) -> None:
+        pod = built.pods[decision.task]
+        md = pod["metadata"]
+        ns, name = md["namespace"], md["name"]
         t0 = time.monotonic()
         try:
             created = create_if_absent(self.kube, BIND_REQUESTS, body)
         except KubeError as exc:
+            with self._created_lock:
+                self._created.pop((ns, name), None)
             log.warning("cannot create BindRequest %s/%s: %s", ns, name, exc)
             self.recorder.event(
                 pod, "Warning", "FailedBinding", f"cannot create BindRequest: {exc}"
             )
             return
         with self._created_lock:
-            self._created[(ns, name)] = (body, time.monotonic())
+            if (ns, name) in self._created:
+                self._created[(ns, name)] = (body, time.monotonic())
         now = time.time()
         self.metrics.task_bind.observe((time.monotonic() - t0) * 1000)
         born = parse_time(md.get("creationTimestamp"))
