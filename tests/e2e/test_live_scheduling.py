@@ -60,12 +60,21 @@ def test_whole_and_fractional_gpus_and_gangs(cluster: Cluster) -> None:
         == (reservations[0]["metadata"]["annotations"]["run.ai/reserve_for_gpu_index"])
     )
     # 3 + 0.5*2 + 2*2 = 8 GPUs: the cluster is full, the BindRequests say Succeeded
-    brs = kube.list(BIND_REQUESTS, "work")["items"]
-    assert len(brs) == 7 and all(b["status"]["phase"] == "Succeeded" for b in brs)
-    assert len(_events(cluster, "work", "Scheduled")) == 7
+    eventually(
+        lambda: (
+            (brs := kube.list(BIND_REQUESTS, "work")["items"])
+            and len(brs) == 7
+            and all((b.get("status") or {}).get("phase") == "Succeeded" for b in brs)
+        )
+    )
+    eventually(lambda: len(_events(cluster, "work", "Scheduled")) == 7)
     # queue status and PodGroup resourcesStatus arrive
-    status = eventually(lambda: kube.get(QUEUES, "team").get("status", {}).get("allocated"))
-    assert status["nvidia.com/gpu"] == "8"
+    eventually(
+        lambda: (
+            kube.get(QUEUES, "team").get("status", {}).get("allocated", {}).get("nvidia.com/gpu")
+            == "8"
+        )
+    )
     gang_pg = next(
         p
         for p in kube.list(PODGROUPS, "work")["items"]

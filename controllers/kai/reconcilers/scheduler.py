@@ -37,6 +37,7 @@ from kai.kube.events import EventRecorder
 from kai.kube.informer import InformerSet
 from kai.kube.resources import (
     BIND_REQUESTS,
+    CONFIGMAPS,
     NODES,
     PODGROUPS,
     PODS,
@@ -61,6 +62,7 @@ from kai.scheduler.snapshot import ACTIVE_ALLOCATED_STATUSES, SchedulerConfig, T
 log = logging.getLogger("kai.scheduler.live")
 
 NODE_POOL = "default"
+CONFIG_MAP = "kai-scheduler/kai-scheduler-config"
 
 
 def rfc3339(ts: float | None = None) -> str:
@@ -82,12 +84,19 @@ def portion_text(value: float) -> str:
 class SchedulerOptions:
     scheduler_name: str = "kai-scheduler"
     period: float = 1.0
-    config: SchedulerConfig | None = None
+    config: SchedulerConfig | None = None  # fixed config; None = read the ConfigMap
     workers: int = 16  # concurrent API writes per cycle
+    config_map: str = CONFIG_MAP  # namespace/name of the rendered scheduler ConfigMap
 
 
-def make_informers(kube: Kube, scheduler_name: str) -> InformerSet:
+def make_informers(kube: Kube, scheduler_name: str, config_map: str = CONFIG_MAP) -> InformerSet:
     informers = InformerSet(kube)
+    namespace, _, name = config_map.partition("/")
+    informers.add(
+        "config",
+        CONFIGMAPS,
+        field_selector=f"metadata.namespace={namespace},metadata.name={name}",
+    )
     informers.add("pods", PODS)
     informers.add("nodes", NODES)
     informers.add("podgroups", PODGROUPS)
@@ -96,6 +105,40 @@ def make_informers(kube: Kube, scheduler_name: str) -> InformerSet:
     informers.add("topologies", TOPOLOGIES)
     informers.add("priorityclasses", PRIORITY_CLASSES)
     return informers
+
+
+def config_from_configmap(cm: dict[str, Any]) -> SchedulerConfig:
+    """The default node pool's SchedulerConfig from the rendered scheduler ConfigMap: the
+    ``scheduler-policy.*.yaml`` document with ``nodePool: ""`` and the matching
+    ``sharing-policy.*.yaml`` (see kai.gitops.compile). Raises ValueError naming the key."""
+    import yaml
+
+    from kai.gitops.scheduler_settings import to_scheduler_config
+
+    data = cm.get("data") or {}
+    policy: dict[str, Any] | None = None
+    sharing: dict[str, Any] | None = None
+    for key in sorted(data):
+        if not (key.startswith("scheduler-policy.") or key.startswith("sharing-policy.")):
+            continue
+        try:
+            doc = yaml.safe_load(data[key])
+        except yaml.YAMLError as exc:
+            raise ValueError(f"data[{key}]: not YAML: {exc}") from exc
+        if not isinstance(doc, dict):
+            raise ValueError(f"data[{key}]: expected a mapping")
+        if (doc.get("nodePool") or "") != "":
+            continue
+        if key.startswith("scheduler-policy."):
+            policy = doc
+        else:
+            sharing = doc
+    if policy is None:
+        return SchedulerConfig()
+    try:
+        return to_scheduler_config(policy, sharing)
+    except (TypeError, ValueError) as exc:
+        raise ValueError(f"scheduler policy {policy.get('name')!r}: {exc}") from exc
 
 
 class Scheduler:
@@ -116,6 +159,8 @@ class Scheduler:
         self.is_leader = is_leader or (lambda: True)
         self.builder = SnapshotBuilder(self.options.scheduler_name, self.options.config)
         self.actions = list((self.options.config or SchedulerConfig()).actions)
+        self._config_version: str | None = None
+        self._unsupported: set[str] = set()
         self.pool = ThreadPoolExecutor(self.options.workers, thread_name_prefix="sched-write")
         self._created: dict[tuple[str, str], tuple[dict[str, Any], float]] = {}
         self._created_lock = threading.Lock()
@@ -167,9 +212,33 @@ class Scheduler:
                     items.append(br)
         return items
 
+    def _refresh_config(self) -> None:
+        """Take the SchedulerPolicy of the default node pool from the rendered ConfigMap
+        (``kai render``) when it changes; a bad one is reported and the last good one kept."""
+        if self.options.config is not None or "config" not in self.informers.informers:
+            return
+        items = self.informers["config"].items()
+        cm = items[0] if items else None
+        version = str(cm["metadata"].get("resourceVersion")) if cm else ""
+        if version == self._config_version:
+            return
+        self._config_version = version
+        config = SchedulerConfig()
+        if cm is not None:
+            try:
+                config = config_from_configmap(cm)
+            except ValueError as exc:
+                log.warning("scheduler ConfigMap: %s; keeping the previous settings", exc)
+                self.recorder.event(cm, "Warning", "InvalidConfig", str(exc))
+                return
+        self.builder.config = config
+        self.actions = [a for a in config.actions if a not in self._unsupported]
+        log.info("scheduler settings: actions %s", ", ".join(self.actions))
+
     def run_once(self) -> SessionResult | None:
         t0 = time.monotonic()
         inf = self.informers
+        self._refresh_config()
         built = self.builder.build(
             pods=inf["pods"].items(),
             nodes=inf["nodes"].items(),
@@ -237,6 +306,7 @@ class Scheduler:
                 return run_session(built.snapshot, self.actions)
             except UnsupportedActionError as exc:
                 log.warning("action %r is not implemented by the core; skipping it", exc.action)
+                self._unsupported.add(exc.action)
                 self.actions.remove(exc.action)
                 if not self.actions:
                     return None
