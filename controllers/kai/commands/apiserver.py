@@ -18,6 +18,27 @@ def _rate(text: str) -> float:
     return value
 
 
+def _positive_int(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {text}")
+    return value
+
+
+def _positive_float(text: str) -> float:
+    value = float(text)
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"must be more than 0, got {text}")
+    return value
+
+
+def _non_negative_int(text: str) -> int:
+    value = int(text)
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must not be negative, got {text}")
+    return value
+
+
 def _service(text: str) -> tuple[str, str]:
     key, sep, address = text.partition("=")
     if not sep or "/" not in key or ":" not in address:
@@ -59,11 +80,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--history",
-        type=int,
+        type=_positive_int,
         default=50_000,
         help="watch events kept for resuming watches (older: 410 Gone)",
     )
-    parser.add_argument("--bookmark-interval", type=float, default=5.0, metavar="SECONDS")
+    parser.add_argument("--bookmark-interval", type=_positive_float, default=5.0, metavar="SECONDS")
     parser.add_argument(
         "--webhook-service",
         type=_service,
@@ -92,7 +113,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--fault-watch-drop-after",
-        type=int,
+        type=_non_negative_int,
         default=0,
         metavar="N",
         help="cut every watch after N events",
