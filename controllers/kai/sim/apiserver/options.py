@@ -27,3 +27,21 @@ class ServerOptions:
     webhook_services: dict[str, str] = field(default_factory=dict)
     git_version: str = "v1.36.0-kai.sim"
     seed: int = 0
+
+    def check(self) -> None:
+        """Raise ValueError naming the first setting that cannot work."""
+        if self.default_field_validation not in ("Strict", "Warn", "Ignore"):
+            raise ValueError(
+                "default_field_validation must be Strict, Warn or Ignore, not "
+                f"{self.default_field_validation!r}"
+            )
+        if self.pod_deletion not in ("kubelet", "immediate"):
+            raise ValueError(
+                f"pod_deletion must be kubelet or immediate, not {self.pod_deletion!r}"
+            )
+        if self.history_size < 1:
+            raise ValueError(f"history_size must be at least 1, not {self.history_size}")
+        if self.bookmark_interval <= 0 or self.default_watch_timeout <= 0:
+            raise ValueError("bookmark_interval and default_watch_timeout must be positive")
+        if not 0 <= self.port <= 65535:
+            raise ValueError(f"port must be between 0 and 65535, not {self.port}")

@@ -28,6 +28,7 @@ class ApiServer:
             if not hasattr(opts, key):
                 raise TypeError(f"unknown server option {key!r}")
             setattr(opts, key, value)
+        opts.check()
         self.options = opts
         self.core = ApiCore(opts)
         self.certs: CertBundle | None = None
