@@ -68,6 +68,7 @@ def _pod_row(o: dict[str, Any]) -> list[Any]:
         f"{ready}/{len(spec.get('containers') or [])}",
         phase,
         restarts,
+        age(o["metadata"].get("creationTimestamp")),
         status.get("podIP") or "<none>",
         spec.get("nodeName") or "<none>",
         status.get("nominatedNodeName") or "<none>",
@@ -93,6 +94,7 @@ def _node_row(o: dict[str, Any]) -> list[Any]:
     return [
         state,
         ",".join(roles),
+        age(o["metadata"].get("creationTimestamp")),
         info.get("kubeletVersion", ""),
         addrs.get("InternalIP", "<none>"),
     ]
@@ -104,6 +106,7 @@ _EXTRA: dict[tuple[str, str], tuple[list[Column], Any]] = {
             ("Ready", "string", 0),
             ("Status", "string", 0),
             ("Restarts", "string", 0),
+            ("Age", "string", 0),
             ("IP", "string", 1),
             ("Node", "string", 1),
             ("Nominated Node", "string", 1),
@@ -115,6 +118,7 @@ _EXTRA: dict[tuple[str, str], tuple[list[Column], Any]] = {
         [
             ("Status", "string", 0),
             ("Roles", "string", 0),
+            ("Age", "string", 0),
             ("Version", "string", 0),
             ("Internal-IP", "string", 1),
         ],
