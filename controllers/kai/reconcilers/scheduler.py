@@ -57,7 +57,12 @@ from kai.reconcilers.snapshot_builder import (
 )
 from kai.scheduler.errors import UnsupportedActionError
 from kai.scheduler.result import BindDecision, SessionResult
-from kai.scheduler.snapshot import ACTIVE_ALLOCATED_STATUSES, SchedulerConfig, TaskStatus
+from kai.scheduler.snapshot import (
+    ACTIVE_ALLOCATED_STATUSES,
+    JobSpec,
+    SchedulerConfig,
+    TaskStatus,
+)
 
 log = logging.getLogger("kai.scheduler.live")
 
@@ -496,7 +501,7 @@ class Scheduler:
                 )
             reasons = result.job_reasons.get(job.uid)
             if reasons and active == 0:
-                self._unschedulable(pg, job.uid, reasons, built)
+                self._unschedulable(pg, job, reasons, built)
             elif not reasons and self._conditions.get(job.uid) is not None:
                 self._conditions.pop(job.uid, None)
                 if (pg.get("status") or {}).get("schedulingConditions"):
@@ -509,8 +514,9 @@ class Scheduler:
                     )
 
     def _unschedulable(
-        self, pg: dict[str, Any], job_uid: str, reasons: list[Any], built: BuiltSnapshot
+        self, pg: dict[str, Any], job: JobSpec, reasons: list[Any], built: BuiltSnapshot
     ) -> None:
+        job_uid = job.uid
         text = "; ".join(f"{r.code}: {r.message}" for r in reasons)
         if self._conditions.get(job_uid) == text:
             return
@@ -540,8 +546,7 @@ class Scheduler:
             self._patch, PODGROUPS, pg, {"status": {"schedulingConditions": [condition]}}, "status"
         )
         self.recorder.event(pg, "Warning", "Unschedulable", text)
-        job = next((j for j in built.snapshot.jobs if j.uid == job_uid), None)
-        for task in job.tasks if job is not None else []:
+        for task in job.tasks:
             pod = built.pods.get(task.uid)
             if pod is not None and task.status is TaskStatus.PENDING:
                 self.recorder.event(pod, "Warning", "Unschedulable", text)

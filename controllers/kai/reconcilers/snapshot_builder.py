@@ -20,6 +20,8 @@ a cycle over 10,000 unchanged pods costs little.
 from __future__ import annotations
 
 import calendar
+import copy
+import functools
 import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -87,6 +89,11 @@ def parse_time(value: Any) -> float | None:
     """RFC 3339 (``2026-01-01T00:00:00Z``, optional fraction or offset) -> epoch seconds."""
     if not value or not isinstance(value, str):
         return None
+    return _parse_time(value)
+
+
+@functools.lru_cache(maxsize=65536)
+def _parse_time(value: str) -> float | None:
     text = value.strip()
     if text.endswith("Z") and len(text) == 20 and "." not in text:
         try:
@@ -106,8 +113,11 @@ def _quantity(value: Any, where: str) -> float:
         raise ObjectError(where, f"bad quantity {value!r}: {exc}") from exc
 
 
+_EMPTY: Mapping[str, Any] = {}
+
+
 def _mapping(value: Any) -> Mapping[str, Any]:
-    return value if isinstance(value, Mapping) else {}
+    return value if isinstance(value, dict) else _EMPTY  # objects from the API are dicts
 
 
 # -- pods ---------------------------------------------------------------------------------
@@ -542,7 +552,46 @@ class SnapshotBuilder:
         self.scheduler_name = scheduler_name
         self.config = config or SchedulerConfig()
         self._pods: dict[str, tuple[str, PodInfo | ObjectError]] = {}
-        self._nodes: dict[str, tuple[str, NodeSpec | ObjectError]] = {}
+        # parsed nodes and PodGroups by uid: (cache key, result)
+        self._nodes: dict[str, tuple[tuple[Any, ...], NodeSpec | ObjectError]] = {}
+        self._podgroups: dict[str, tuple[tuple[Any, ...], JobSpec | ObjectError]] = {}
+
+    def _node_spec(self, node: dict[str, Any], foreign: Mapping[str, float] | None) -> NodeSpec:
+        md = node.get("metadata") or {}
+        key = (md.get("resourceVersion"), tuple(sorted((foreign or {}).items())))
+        uid = str(md.get("uid") or md.get("name"))
+        hit = self._nodes.get(uid)
+        if hit is None or hit[0] != key:
+            try:
+                value: NodeSpec | ObjectError = parse_node(node, foreign)
+            except ObjectError as exc:
+                value = exc
+            hit = self._nodes[uid] = (key, value)
+        if isinstance(hit[1], ObjectError):
+            raise hit[1]
+        # the core may keep references: every cycle gets its own object
+        node_spec = copy.copy(hit[1])
+        node_spec.labels = dict(node_spec.labels)
+        return node_spec
+
+    def _job_spec(
+        self, pg: dict[str, Any], classes: Mapping[str, int], default_priority: int
+    ) -> JobSpec:
+        md = pg.get("metadata") or {}
+        key = (md.get("resourceVersion"), tuple(sorted(classes.items())), default_priority)
+        uid = str(md.get("uid") or f"{md.get('namespace')}/{md.get('name')}")
+        hit = self._podgroups.get(uid)
+        if hit is None or hit[0] != key:
+            try:
+                value: JobSpec | ObjectError = parse_podgroup(pg, classes, default_priority)
+            except (ValueError, TypeError) as exc:
+                value = exc if isinstance(exc, ObjectError) else ObjectError("spec", str(exc))
+            hit = self._podgroups[uid] = (key, value)
+        if isinstance(hit[1], ObjectError):
+            raise hit[1]
+        job = copy.copy(hit[1])
+        job.tasks = []
+        return job
 
     def _pod_info(self, pod: dict[str, Any]) -> PodInfo | ObjectError:
         md = pod.get("metadata") or {}
@@ -671,7 +720,7 @@ class SnapshotBuilder:
             md = node.get("metadata") or {}
             name = str(md.get("name") or "")
             try:
-                spec_node = parse_node(node, foreign.get(name))
+                spec_node = self._node_spec(node, foreign.get(name))
             except ObjectError as exc:
                 problems.append(Problem(node, exc.field, exc.message))
                 continue
@@ -698,14 +747,9 @@ class SnapshotBuilder:
             key = (md.get("namespace") or "", md.get("name") or "")
             tasks = tasks_by_group.pop(key, [])
             try:
-                job = parse_podgroup(pg, classes, default_priority)
-            except (ObjectError, ValueError, TypeError) as exc:
-                problem = (
-                    Problem(pg, exc.field, exc.message)
-                    if isinstance(exc, ObjectError)
-                    else Problem(pg, "spec", str(exc))
-                )
-                problems.append(problem)
+                job = self._job_spec(pg, classes, default_priority)
+            except ObjectError as exc:
+                problems.append(Problem(pg, exc.field, exc.message))
                 continue
             valid = []
             for task in tasks:
