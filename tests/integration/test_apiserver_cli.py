@@ -17,6 +17,16 @@ def _kai() -> list[str]:
     return [exe] if exe else [sys.executable, "-m", "kai.cli"]
 
 
+def _tls_possible() -> bool:
+    from kai.sim.apiserver.tls import TLSUnavailable, make_certificates
+
+    try:
+        make_certificates(["localhost"], ["127.0.0.1"])
+    except TLSUnavailable:
+        return False
+    return True
+
+
 @pytest.fixture
 def served(tmp_path):
     kubeconfig = tmp_path / "kubeconfig"
@@ -28,7 +38,8 @@ def served(tmp_path):
     )
     lines = [proc.stdout.readline().strip(), proc.stdout.readline().strip()]
     assert lines[0] == f"kubeconfig: {kubeconfig}", (lines, proc.stderr.read())
-    assert lines[1].startswith("serving: https://127.0.0.1:")
+    scheme = "https" if _tls_possible() else "http"
+    assert lines[1].startswith(f"serving: {scheme}://127.0.0.1:")
     yield proc, kubeconfig
     if proc.poll() is None:
         proc.kill()
