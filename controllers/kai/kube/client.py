@@ -88,12 +88,12 @@ def load_api_client(kubeconfig: str | None = None) -> Any:
         if not os.path.exists(kubeconfig):
             raise ConfigError(f"kubeconfig {kubeconfig}: no such file")
         try:
-            return config.new_client_from_config(config_file=kubeconfig)
+            return config.new_client_from_config(config_file=kubeconfig)  # type: ignore[no-untyped-call]
         except (ConfigException, OSError, ValueError) as exc:
             raise ConfigError(f"kubeconfig {kubeconfig}: {exc}") from exc
     try:
         cfg = client.Configuration()
-        config.load_incluster_config(client_configuration=cfg)
+        config.load_incluster_config(client_configuration=cfg)  # type: ignore[no-untyped-call]
         return client.ApiClient(cfg)
     except ConfigException:
         pass
@@ -104,7 +104,7 @@ def load_api_client(kubeconfig: str | None = None) -> Any:
             f"(give --kubeconfig FILE or set $KUBECONFIG; {path} does not exist)"
         )
     try:
-        return config.new_client_from_config(config_file=path)
+        return config.new_client_from_config(config_file=path)  # type: ignore[no-untyped-call]
     except (ConfigException, OSError, ValueError) as exc:
         raise ConfigError(f"kubeconfig {path}: {exc}") from exc
 

@@ -142,7 +142,7 @@ class EventRecorder:
                     raise
         digest = hashlib.sha256(key.encode()).hexdigest()[:10]
         name = f"{ref['name'] or 'object'}.{digest}{int(time.time() * 1000) % 100000:05d}"
-        body = {
+        body: dict[str, Any] = {
             "apiVersion": "v1",
             "kind": "Event",
             "metadata": {"name": name[:253], "namespace": namespace},

@@ -161,11 +161,11 @@ class Informer:
                     del self.cache[key]
                     events.append(("DELETED", old, old))
             for key, obj in fresh.items():
-                old = self.cache.get(key)
-                if old is None:
+                known = self.cache.get(key)
+                if known is None:
                     events.append(("ADDED", obj, None))
-                elif _rv(old) != _rv(obj):
-                    events.append(("MODIFIED", obj, old))
+                elif _rv(known) != _rv(obj):
+                    events.append(("MODIFIED", obj, known))
                 self.cache[key] = obj
             self.resource_version = rv
             if events:

@@ -32,8 +32,8 @@ class Backoff:
         self.cap = cap
 
     def delay(self, attempt: int) -> float:
-        d = min(self.cap, self.base * (2 ** min(attempt, 30)))
-        return d * random.uniform(0.75, 1.25)
+        d = min(self.cap, self.base * (2.0 ** min(attempt, 30)))
+        return float(d * random.uniform(0.75, 1.25))
 
 
 def is_transient(exc: BaseException) -> bool:

@@ -27,7 +27,7 @@ import logging
 import threading
 import time
 from collections.abc import Hashable
-from typing import Any
+from typing import Any, cast
 
 from kai.kube.client import ApiError, Kube, KubeError
 from kai.kube.events import EventRecorder
@@ -128,7 +128,7 @@ class Binder:
 
     # -- one BindRequest -----------------------------------------------------------------
     def _process(self, key: Hashable) -> bool | None:
-        ns, name = key  # type: ignore[misc]
+        ns, name = cast(tuple[str, str], key)
         if not self.is_leader():
             self.queue.add_after(key, 1.0)  # only the Lease holder binds
             return True
@@ -263,7 +263,7 @@ class Binder:
             pod = self.pods.get(name, RESERVATION_NAMESPACE)
             if pod is None:
                 self._ensure_namespace()
-                body = {
+                body: dict[str, Any] = {
                     "apiVersion": "v1",
                     "kind": "Pod",
                     "metadata": {

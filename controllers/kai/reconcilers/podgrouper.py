@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Hashable
-from typing import Any
+from typing import Any, cast
 
 from kai.kube.client import ApiError, Kube, KubeError
 from kai.kube.events import EventRecorder
@@ -219,7 +219,7 @@ class PodGrouper:
         self.recorder.event(pod, "Warning", "PodGrouperWarning", message)
 
     def _process(self, key: Hashable) -> bool:
-        ns, name = key  # type: ignore[misc]
+        ns, name = cast(tuple[str, str], key)
         if not self.is_leader():
             self.queue.add_after(key, 1.0)  # only the Lease holder writes
             return True

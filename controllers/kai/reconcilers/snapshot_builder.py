@@ -633,11 +633,11 @@ class SnapshotBuilder:
             if pc.get("globalDefault"):
                 default_priority = value
 
-        brs_by_pod: dict[tuple[str, str], dict[str, Any]] = {}
-        for br in bind_requests:
-            md = br.get("metadata") or {}
-            pod_name = (br.get("spec") or {}).get("podName") or md.get("name")
-            brs_by_pod[(md.get("namespace") or "", str(pod_name))] = br
+        brs_by_pod: dict[tuple[str, str], dict[str, Any] | None] = {}
+        for request in bind_requests:
+            md = request.get("metadata") or {}
+            pod_name = (request.get("spec") or {}).get("podName") or md.get("name")
+            brs_by_pod[(md.get("namespace") or "", str(pod_name))] = request
 
         # pods: ours become tasks; others on nodes reduce the node's capacity
         foreign: dict[str, dict[str, float]] = {}
@@ -711,18 +711,18 @@ class SnapshotBuilder:
                 continue
             tasks_by_group.setdefault((ns, info.pod_group), []).append(task)
         # BindRequests whose pod is gone (or terminal) are left for the caller to delete
-        built.stale_bind_requests = list(brs_by_pod.values())
+        built.stale_bind_requests = [br for br in brs_by_pod.values() if br is not None]
         for uid in [u for u in self._pods if u not in seen_uids]:
             del self._pods[uid]
 
         node_specs: list[NodeSpec] = []
-        for node in nodes:
-            md = node.get("metadata") or {}
-            name = str(md.get("name") or "")
+        for node_obj in nodes:
+            md = node_obj.get("metadata") or {}
+            node_name = str(md.get("name") or "")
             try:
-                spec_node = self._node_spec(node, foreign.get(name))
+                spec_node = self._node_spec(node_obj, foreign.get(node_name))
             except ObjectError as exc:
-                problems.append(Problem(node, exc.field, exc.message))
+                problems.append(Problem(node_obj, exc.field, exc.message))
                 continue
             node_specs.append(spec_node)
         node_names = {n.name for n in node_specs}
@@ -771,9 +771,9 @@ class SnapshotBuilder:
         # pods that name a PodGroup not (yet) in the cache wait for the pod-grouper
         for grouped in tasks_by_group.values():
             for task in grouped:
-                pod = built.pods.pop(task.uid, None)
-                if pod is not None and task.node is None:
-                    built.ungrouped.append(pod)
+                waiting = built.pods.pop(task.uid, None)
+                if waiting is not None and task.node is None:
+                    built.ungrouped.append(waiting)
 
         topo_specs = []
         for topo in topologies:

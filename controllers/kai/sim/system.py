@@ -11,6 +11,7 @@ import socket
 import threading
 import time
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -56,7 +57,7 @@ def wait_for_crds(kube: Kube, names: list[str], timeout: float = 30.0) -> None:
     deadline = time.monotonic() + timeout
     for name in names:
         while True:
-            crd = with_retries(lambda n=name: kube.get(CRDS, n))
+            crd = with_retries(partial(kube.get, CRDS, name))
             conds = {
                 c.get("type"): c.get("status")
                 for c in (crd.get("status") or {}).get("conditions") or []
