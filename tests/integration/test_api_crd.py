@@ -320,3 +320,28 @@ def test_cel_transition_rule(cluster, widget_group, ns):
         )
     assert err.value.status == 422
     assert "size may not shrink" in status_of(err.value)["message"]
+
+
+def test_selectable_fields(cluster, ns):
+    ext = client.ApiextensionsV1Api(cluster.api)
+    group = f"s{uuid.uuid4().hex[:8]}.kai.test"
+    crd = _crd(group)
+    crd["spec"]["versions"] = [crd["spec"]["versions"][0]]
+    crd["spec"]["versions"][0]["selectableFields"] = [{"jsonPath": ".spec.color"}]
+    ext.create_custom_resource_definition(crd)
+    try:
+        eventually(lambda: _served(cluster, group), timeout=30)
+        co = client.CustomObjectsApi(cluster.api)
+        _create(co, group, ns, "r", spec={"size": 1, "color": "red"})
+        _create(co, group, ns, "b", spec={"size": 3, "color": "blue"})
+        found = co.list_namespaced_custom_object(
+            group, "v1", ns, "widgets", field_selector="spec.color=blue"
+        )
+        assert [i["metadata"]["name"] for i in found["items"]] == ["b"]
+        with pytest.raises(client.ApiException) as err:
+            co.list_namespaced_custom_object(
+                group, "v1", ns, "widgets", field_selector="spec.size=1"
+            )
+        assert err.value.status == 400
+    finally:
+        ext.delete_custom_resource_definition(f"widgets.{group}")
