@@ -60,10 +60,19 @@ def main(argv: list[str] | None = None) -> int:
     from kai.sim.workloads import ensure_namespace, pod_manifest
 
     history = max(200_000, args.pods * 12)
+    counting = threading.Event()
     server: Any = None
     child: subprocess.Popen[str] | None = None
+    writes: dict[tuple[str, str], int] = {}
     if args.in_process_server:
         server = ApiServer(history_size=history).start()
+
+        def count_writes(event: Any) -> None:
+            if counting.is_set():
+                key = (event.tkey[1], event.type)
+                writes[key] = writes.get(key, 0) + 1
+
+        server.core.store.listeners.append(count_writes)
         kubeconfig = server.write_kubeconfig(Path(f"/tmp/kai-bench-e2e-{os.getpid()}.yaml"))
     else:
         kubeconfig = Path(f"/tmp/kai-bench-e2e-{os.getpid()}.yaml")
@@ -171,12 +180,14 @@ def main(argv: list[str] | None = None) -> int:
         pod_manifest(f"p-{i:05d}", "bench", "bench", gpus=1, cpu="1", memory="1Gi")
         for i in range(args.pods)
     ]
+    counting.set()
     t0 = time.monotonic()
     with ThreadPoolExecutor(8) as pool:
         list(pool.map(lambda body: kube.create(PODS, body), pods))
     t_created = time.monotonic()
     finished = done.wait(args.timeout)
     t_end = time.monotonic()
+    counting.clear()
     requests = server.request_count - requests_before if server else 0
     cycles = _cycles(system, metrics_port) - cycles_before
     last_cycle = _gauges(system, metrics_port)
@@ -212,6 +223,9 @@ def main(argv: list[str] | None = None) -> int:
     )
     if server is not None:
         print(f"API requests during the run: {requests} ({requests / max(elapsed, 1e-9):.0f}/s)")
+        print("stored writes per pod, by resource and event type:")
+        for (resource, etype), count in sorted(writes.items(), key=lambda kv: -kv[1]):
+            print(f"  {resource:<14} {etype:<9} {count / args.pods:6.2f}")
     rate = n / elapsed if elapsed > 0 else 0.0
     print(f"THROUGHPUT: {rate:.0f} pods/s end to end (target >= 500)")
     if not finished:
