@@ -187,3 +187,27 @@ def test_unknown_top_level_field_of_a_builtin_kind(core, ns):
         "u", ns, {"datum": {"a": "b"}, "data": {"x": "y"}}, field_validation="Ignore"
     )
     assert kept.data == {"k": "v", "x": "y"}
+
+
+def test_protobuf_with_fields_the_server_does_not_know_is_415(cluster, ns):
+    import urllib.error
+    import urllib.request
+
+    server = cluster.need_embedded("a real server reads every protobuf field")
+
+    def field(number, payload):
+        return bytes([number << 3 | 2, len(payload)]) + payload
+
+    type_meta = field(1, b"v1") + field(2, b"ConfigMap")
+    config_map = field(1, field(1, b"pb")) + field(9, b"surprise")
+    body = b"k8s\x00" + field(1, type_meta) + field(2, config_map)
+    request = urllib.request.Request(
+        f"{server.url}/api/v1/namespaces/{ns}/configmaps",
+        data=body,
+        method="POST",
+        headers={"Content-Type": "application/vnd.kubernetes.protobuf"},
+    )
+    with pytest.raises(urllib.error.HTTPError) as err:
+        urllib.request.urlopen(request, timeout=10)
+    assert err.value.code == 415
+    assert "ConfigMap field 9" in json.loads(err.value.read())["message"]

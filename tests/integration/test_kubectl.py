@@ -142,6 +142,41 @@ def test_typed_create_commands(kubectl, cluster, ns):
         run(kubectl, cluster, "-n", name, "create", "configmap", "c", "--from-literal=a=1")
         run(kubectl, cluster, "-n", name, "create", "secret", "generic", "s", "--from-literal=k=v")
         run(kubectl, cluster, "-n", name, "create", "serviceaccount", "robot")
+        run(
+            kubectl,
+            cluster,
+            "-n",
+            name,
+            "create",
+            "job",
+            "once",
+            "--image=busybox:1.36",
+            "--",
+            "sleep",
+            "5",
+        )
+        run(
+            kubectl,
+            cluster,
+            "-n",
+            name,
+            "create",
+            "deployment",
+            "web",
+            "--image=nginx:1.27",
+            "--replicas=0",
+            "--port=8080",
+        )
+        job = json.loads(
+            run(kubectl, cluster, "-n", name, "get", "job", "once", "-o", "json").stdout
+        )
+        container = job["spec"]["template"]["spec"]["containers"][0]
+        assert container["image"] == "busybox:1.36" and container["command"] == ["sleep", "5"]
+        deployment = json.loads(
+            run(kubectl, cluster, "-n", name, "get", "deployment", "web", "-o", "json").stdout
+        )
+        assert deployment["spec"]["replicas"] == 0
+        assert deployment["spec"]["selector"] == {"matchLabels": {"app": "web"}}
         cm = json.loads(run(kubectl, cluster, "-n", name, "get", "cm", "c", "-o", "json").stdout)
         assert cm["data"] == {"a": "1"}
         secret = json.loads(
