@@ -190,3 +190,41 @@ def test_restart_loses_nothing_and_never_binds_twice(cluster: Cluster) -> None:
         except ApiError:
             continue
         assert br["spec"]["selectedNode"] == pod["spec"]["nodeName"]
+
+
+def test_priority_preemption_evicts_and_binds_the_preemptor(cluster: Cluster) -> None:
+    kube = cluster.kube
+    kube.create(QUEUES, queue("team", gpu_quota=2, gpu_limit=-1))
+    ensure_namespace(kube, "work")
+    make_nodes(cluster, 1, gpus=2)
+    system = cluster.start_system()
+    for i in range(2):
+        kube.create(PODS, pod_manifest(f"low-{i}", "work", "team", gpus=1))
+    eventually(
+        lambda: (
+            all(p["status"].get("phase") == "Running" for p in _pods(cluster, "work"))
+            and len(_pods(cluster, "work")) == 2
+        )
+    )
+    kube.create(PODS, pod_manifest("urgent", "work", "team", gpus=2, priority_class="build"))
+    eventually(
+        lambda: kube.get(PODS, "urgent", "work")["status"].get("phase") == "Running", timeout=30
+    )
+    eventually(  # the victims were deleted (and their deletion finished by the kubelet)
+        lambda: not any(p["metadata"]["name"].startswith("low-") for p in _pods(cluster, "work"))
+    )
+    evictions = [
+        e
+        for e in _events(cluster, "work", "Evict")
+        if e["involvedObject"]["name"].startswith("low-")
+    ]
+    assert len(evictions) == 2 and "preempt" in evictions[0]["message"]
+    text = system.metrics.registry.exposition()
+    assert "kai_pod_group_evicted_pods_total{" in text and 'action="preempt"' in text
+    # the terminal view shows the queue and the preemptor
+    from pathlib import Path
+
+    from kai.commands.up import View
+
+    view = View(system).render("http://x", Path("kubeconfig"))
+    assert "team" in view and "urgent" in view and "Running" in view
