@@ -335,3 +335,15 @@ def test_events_k8s_io_watch_sees_core_events(cluster, core, ns):
     assert [(e["type"], e["object"]["metadata"]["name"]) for e in events] == [("ADDED", "w1")]
     obj = events[0]["object"]
     assert obj["apiVersion"] == "events.k8s.io/v1" and obj["note"] == "hello"
+
+
+def test_self_subject_access_review(cluster):
+    authz = client.AuthorizationV1Api(cluster.api)
+    answer = authz.create_self_subject_access_review(
+        {
+            "spec": {
+                "resourceAttributes": {"verb": "create", "resource": "pods", "namespace": "default"}
+            }
+        }
+    )
+    assert answer.status.allowed is True

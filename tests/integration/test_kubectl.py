@@ -204,3 +204,8 @@ def test_drain_evicts_and_cordons(kubectl, cluster, ns, tmp_path):
         assert "victim" not in left
     finally:
         run(kubectl, cluster, "delete", "node", node, "--wait=false", check=False)
+
+
+def test_auth_can_i_and_whoami(kubectl, cluster):
+    assert run(kubectl, cluster, "auth", "can-i", "create", "pods").stdout.strip() == "yes"
+    assert "Username" in run(kubectl, cluster, "auth", "whoami").stdout

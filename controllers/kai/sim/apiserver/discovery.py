@@ -8,8 +8,6 @@ from __future__ import annotations
 import platform
 from typing import TYPE_CHECKING, Any
 
-from kai.sim.apiserver.resources import ALL_VERBS
-
 if TYPE_CHECKING:
     from kai.sim.apiserver.operations import ApiCore
     from kai.sim.apiserver.resources import ResourceType
@@ -84,7 +82,7 @@ def _entry(rt: ResourceType) -> dict[str, Any]:
         "singularName": rt.singular,
         "namespaced": rt.namespaced,
         "kind": rt.kind,
-        "verbs": list(ALL_VERBS),
+        "verbs": list(rt.verbs),
     }
     if rt.short_names:
         entry["shortNames"] = list(rt.short_names)

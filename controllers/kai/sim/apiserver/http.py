@@ -17,7 +17,7 @@ from urllib.parse import parse_qsl, urlsplit
 
 import orjson
 
-from kai.sim.apiserver import discovery, eviction, openapi, protobuf
+from kai.sim.apiserver import discovery, eviction, openapi, protobuf, reviews
 from kai.sim.apiserver.errors import ApiError, bad_request
 from kai.sim.apiserver.operations import WriteOptions
 from kai.sim.apiserver.tables import to_table
@@ -368,6 +368,12 @@ class ApiHandler(BaseHTTPRequestHandler):
         }[method]
         if is_watch:
             verb = "watch"
+        if not sub and verb not in rt.verbs:
+            raise ApiError(
+                405,
+                "the server does not allow this method on the requested resource",
+                "MethodNotAllowed",
+            )
         if core.faults.active:
             core.faults.before_request(verb, rt.qualified(), route.name or "")
         opts = WriteOptions(
@@ -406,6 +412,15 @@ class ApiHandler(BaseHTTPRequestHandler):
                 raise ApiError(
                     405, f"POST is not supported on {rt.plural}/{route.name}", "MethodNotAllowed"
                 )
+            if rt.key in reviews.REVIEW_KINDS:
+                # the answer does not depend on the question: a protobuf body is not decoded
+                protobuf_body = "protobuf" in (self.headers.get("Content-Type") or "")
+                body = {} if protobuf_body else self._json_body(raw)
+                answer = reviews.review(
+                    rt.group, rt.plural, rt.kind, rt.api_version(route.version), body
+                )
+                self._send(201, answer)
+                return
             obj, warnings = core.create(rt, route.version, ns, self._json_body(raw), opts)
             self._send(201, obj, warnings)
             return

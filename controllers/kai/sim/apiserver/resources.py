@@ -51,6 +51,7 @@ class ResourceType:
     schemas: dict[str, dict[str, Any] | None] = field(default_factory=dict, compare=False)
     printer_columns: dict[str, list[dict[str, Any]]] = field(default_factory=dict, compare=False)
     crd_name: str | None = None
+    verbs: tuple[str, ...] = ALL_VERBS
     # another resource whose storage this one shares (events.k8s.io Events -> core Events)
     storage_key: tuple[str, str] | None = None
 
@@ -157,6 +158,42 @@ BUILTIN_TYPES: tuple[ResourceType, ...] = (
         short_names=("pdb",),
         subresources=frozenset({"status"}),
         has_generation=True,
+    ),
+    ResourceType(
+        "authorization.k8s.io",
+        ("v1",),
+        "selfsubjectaccessreviews",
+        "selfsubjectaccessreview",
+        "SelfSubjectAccessReview",
+        False,
+        verbs=("create",),
+    ),
+    ResourceType(
+        "authorization.k8s.io",
+        ("v1",),
+        "subjectaccessreviews",
+        "subjectaccessreview",
+        "SubjectAccessReview",
+        False,
+        verbs=("create",),
+    ),
+    ResourceType(
+        "authorization.k8s.io",
+        ("v1",),
+        "selfsubjectrulesreviews",
+        "selfsubjectrulesreview",
+        "SelfSubjectRulesReview",
+        False,
+        verbs=("create",),
+    ),
+    ResourceType(
+        "authentication.k8s.io",
+        ("v1",),
+        "selfsubjectreviews",
+        "selfsubjectreview",
+        "SelfSubjectReview",
+        False,
+        verbs=("create",),
     ),
     ResourceType("coordination.k8s.io", ("v1",), "leases", "lease", "Lease", True),
     ResourceType(
