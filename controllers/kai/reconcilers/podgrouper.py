@@ -21,6 +21,7 @@ bad preemptibility) gets a ``PodGrouperWarning`` Event and no PodGroup.
 from __future__ import annotations
 
 import logging
+import threading
 from collections.abc import Hashable
 from typing import Any, cast
 
@@ -163,6 +164,8 @@ class PodGrouper:
         self.scheduler_name = scheduler_name
         self.queue = WorkQueue("podgrouper", self._process, workers=workers)
         self._warned: dict[str, str] = {}
+        self._waiting_for_owner: dict[str, set[tuple[str, str]]] = {}
+        self._waiting_lock = threading.Lock()
         self.is_leader = is_leader or (lambda: True)
         pods.add_handler(self._on_pod)
         jobs.add_handler(self._on_job)
@@ -200,15 +203,11 @@ class PodGrouper:
     def _on_job(self, etype: str, job: dict[str, Any], old: dict[str, Any] | None) -> None:
         if etype == "DELETED":
             return
-        # pods waiting for their Job to reach the cache
-        uid = job["metadata"].get("uid")
-        ns = job["metadata"].get("namespace")
-        for pod in self.pods.items():
-            md = pod["metadata"]
-            if md.get("namespace") != ns or _annotations(pod).get(POD_GROUP_ANNOTATION):
-                continue
-            if any(r.get("uid") == uid for r in md.get("ownerReferences") or []):
-                self.queue.add((ns, md["name"]))
+        # pods that were waiting for this Job to reach the cache
+        with self._waiting_lock:
+            keys = self._waiting_for_owner.pop(str(job["metadata"].get("uid")), set())
+        for key in keys:
+            self.queue.add(key)
 
     def _warn(self, pod: dict[str, Any], message: str) -> None:
         uid = pod["metadata"].get("uid", "")
@@ -237,7 +236,11 @@ class PodGrouper:
             if ref.get("kind") == "Job" and str(ref.get("apiVersion", "")).startswith("batch/"):
                 owner = self.jobs.get(ref.get("name", ""), ns)
                 if owner is None or owner["metadata"].get("uid") != ref.get("uid"):
-                    return False  # not in the cache yet: retry with back-off
+                    with self._waiting_lock:  # _on_job re-queues it; back-off retries too
+                        self._waiting_for_owner.setdefault(str(ref.get("uid")), set()).add(
+                            (ns, name)
+                        )
+                    return False
             else:
                 owner = {
                     "apiVersion": ref.get("apiVersion"),

@@ -318,6 +318,13 @@ class Scheduler:
 
     # -- reporting -----------------------------------------------------------------------
     def _report_problems(self, built: BuiltSnapshot) -> None:
+        if len(self._reported) > 10_000:  # forget objects that are fine or gone now
+            current = {
+                str((p.obj.get("metadata") or {}).get("uid") or p.text) for p in built.problems
+            }
+            self._reported = {k: v for k, v in self._reported.items() if k in current}
+        if len(self._conditions) > 10_000:
+            self._conditions = {k: v for k, v in self._conditions.items() if k in built.podgroups}
         for problem in built.problems:
             md = problem.obj.get("metadata") or {}
             uid = str(md.get("uid") or problem.text)
