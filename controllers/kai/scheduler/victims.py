@@ -33,6 +33,7 @@ from kai.scheduler.snapshot import ALLOCATED_STATUSES
 from kai.scheduler.statement import Statement
 
 if TYPE_CHECKING:
+    from kai.scheduler.fairshare.queue_order import QueueOrderKey
     from kai.scheduler.queues import QueueInfo
     from kai.scheduler.session import Session
 
@@ -183,9 +184,10 @@ def order_units(session: Session, units: Iterable[VictimUnit]) -> Iterator[Victi
     for members in by_leaf.values():
         _keep_job_order(members)
     tree = session.queue_tree
-    compare = session.proportion.compare_queues
+    proportion = session.proportion
     cursor = {leaf: 0 for leaf in by_leaf}
     removed: dict[str, list[float]] = {}
+    keys: dict[str, QueueOrderKey] = {}  # queue order keys; a queue's is redone once robbed
     left: dict[str, int] = {}
     for leaf, members in by_leaf.items():
         info = tree.queues.get(leaf)
@@ -193,6 +195,14 @@ def order_units(session: Session, units: Iterable[VictimUnit]) -> Iterator[Victi
             continue
         for anc in info.ancestors():
             left[anc.name] = left.get(anc.name, 0) + len(members)
+
+    def key(name: str) -> QueueOrderKey:
+        found = keys.get(name)
+        if found is None:
+            found = proportion.order_key(name, None, _vec(removed.get(name)))
+            keys[name] = found
+        return found
+
     roots = sorted(tree.roots, key=lambda q: q.name)
     produced = 0
     total = sum(len(m) for m in by_leaf.values())
@@ -204,21 +214,8 @@ def order_units(session: Session, units: Iterable[VictimUnit]) -> Iterator[Victi
             for queue in siblings:
                 if left.get(queue.name, 0) <= 0:
                     continue
-                if best is None:
-                    best = queue
-                    continue
                 # victim mode: the queue that would be scheduled last is robbed first
-                if (
-                    compare(
-                        queue.name,
-                        best.name,
-                        None,
-                        None,
-                        _vec(removed.get(queue.name)),
-                        _vec(removed.get(best.name)),
-                    )
-                    > 0
-                ):
+                if best is None or key(queue.name).compare(key(best.name)) > 0:
                     best = queue
             if best is None:
                 break
@@ -233,6 +230,7 @@ def order_units(session: Session, units: Iterable[VictimUnit]) -> Iterator[Victi
         produced += 1
         yield unit
         for anc in chosen.ancestors():
+            keys.pop(anc.name, None)
             left[anc.name] -= 1
             acc = removed.setdefault(anc.name, [0.0, 0.0, 0.0])
             acc[0] += unit.resources[0]
@@ -285,6 +283,8 @@ class VictimSolver:
         self.tasks = tasks
         self.reason = reason
         self.capacity = _sum_vectors(session.capacity_vector(t.spec) for t in tasks)
+        #: order keys of jobs for the stability replay, shared by the searches of one action
+        self.replay_keys: dict[str, tuple[tuple[object, ...], Vector]] | None = None
 
     # -- probes -------------------------------------------------------------------------------
     def _evict(self, units: Iterable[VictimUnit]) -> None:
@@ -422,7 +422,7 @@ class VictimSolver:
         involved = [*self.tasks, *(t for u in units for t in u.tasks)]
         # consolidation promises every moved task a place: the replay must keep that promise too
         keep = involved if all_must_move else self.tasks
-        if not replay_places(self.session, involved, keep):
+        if not replay_places(self.session, involved, keep, self.replay_keys):
             self.statement.rollback(cp)
             return None
         return solution
@@ -522,7 +522,16 @@ def preemptor_candidates(
     return out
 
 
-def replay_places(session: Session, involved: list[TaskInfo], must_place: list[TaskInfo]) -> bool:
+#: jobs the replay may try before giving up on the job it checks (then: assume it is not placed)
+REPLAY_LIMIT = 256
+
+
+def replay_places(
+    session: Session,
+    involved: list[TaskInfo],
+    must_place: list[TaskInfo],
+    keys: dict[str, tuple[tuple[object, ...], Vector]] | None = None,
+) -> bool:
     """Would the next cycle's allocate place every task of ``must_place``?
 
     Evicted and moved tasks are recreated pending in the next cycle, and the job that needed the
@@ -533,6 +542,10 @@ def replay_places(session: Session, involved: list[TaskInfo], must_place: list[T
     allocate (``involved`` tasks unplaced; jobs in scheduling order; capacity, gang and topology
     rules as allocate applies them) until every ``must_place`` task is placed or the job owning
     one of them was tried and failed, and leaves the session exactly as it found it.
+
+    ``keys`` caches the order keys of jobs the replay does not change (valid until the cluster
+    changes). After ``REPLAY_LIMIT`` other jobs were tried first, the answer is no: with that
+    many jobs ahead, the room would most likely go to one of them.
     """
     from kai.scheduler.gang import tasks_to_allocate
     from kai.scheduler.job_queue import JobsOrderByQueues
@@ -548,10 +561,19 @@ def replay_places(session: Session, involved: list[TaskInfo], must_place: list[T
     proportion = session.proportion
     requests: dict[str, Vector] = {}
     owners = {id(t.job) for t in must_place}
+    changed = {id(t.job) for t in involved}
+    cache = keys if keys is not None else {}
 
     def key(job: JobInfo) -> tuple[object, ...]:
-        requests[job.uid] = pending_request(session, tasks_to_allocate(job))
-        return job_order_key(job)
+        if id(job) not in changed and job.uid in cache:
+            order_key, request = cache[job.uid]
+        else:
+            order_key = job_order_key(job)
+            request = pending_request(session, tasks_to_allocate(job))
+            if id(job) not in changed:
+                cache[job.uid] = (order_key, request)
+        requests[job.uid] = request
+        return order_key
 
     def place(job: JobInfo, tasks: list[TaskInfo]) -> bool:
         capacity = _sum_vectors(session.capacity_vector(t.spec) for t in tasks)
@@ -581,11 +603,17 @@ def replay_places(session: Session, involved: list[TaskInfo], must_place: list[T
             key,
             lambda job: requests[job.uid],
         )
+        tried = 0
         while (job := order.pop()) is not None:
             tasks = tasks_to_allocate(job)
             if not tasks:
                 continue
+            if id(job) not in owners:
+                tried += 1
+                if tried > REPLAY_LIMIT:
+                    return False
             if place(job, tasks):
+                changed.add(id(job))
                 if all(t.node >= 0 for t in must_place):
                     return True
                 if job.pending > 0:

@@ -14,7 +14,7 @@ from __future__ import annotations
 from itertools import islice
 from typing import TYPE_CHECKING
 
-from kai.scheduler.actions.eviction_common import run_jobs
+from kai.scheduler.actions.eviction_common import Context, run_jobs
 from kai.scheduler.fairshare.resources import Vector
 from kai.scheduler.jobs import JobInfo, TaskInfo
 from kai.scheduler.statement import Statement
@@ -23,7 +23,6 @@ from kai.scheduler.victims import (
     VictimUnit,
     gpu_room,
     gpus_needed,
-    job_units,
     order_units,
     reachable,
 )
@@ -32,8 +31,10 @@ if TYPE_CHECKING:
     from kai.scheduler.session import Session
 
 ACTION = "consolidation"
-#: beyond this many units tried, give up for the job (bounds the linear search)
+#: victim units considered for one job (bounds the search)
 MAX_TRIED_UNITS = 64
+#: prefixes tried beyond the shortest one with room, when the moves of a shorter one fail
+MOVE_TRIALS = 3
 
 
 def enabled(session: Session) -> bool:
@@ -49,42 +50,49 @@ def consolidation(session: Session) -> None:
         run_jobs(session, ACTION, _attempt, skip=lambda job: not job.preemptible)
 
 
-def _attempt(session: Session, job: JobInfo, tasks: list[TaskInfo], request: Vector) -> None:
+def _attempt(
+    session: Session, job: JobInfo, tasks: list[TaskInfo], request: Vector, context: Context
+) -> bool:
     if gpu_room(session) < gpus_needed(tasks) - 1e-9:
-        return
-    cap = session.config.max_consolidation_preemptees
+        return True
+    statement = Statement(session, ACTION)
+    solver = context.solver(statement, job, tasks, f"moved to make room for {job.name!r}")
+    if solver.fits([]) is not None:
+        return False
     candidates: list[VictimUnit] = []
     for victim in session.jobs:
         if victim is job or not victim.preemptible or not victim.queue_ok:
             continue
-        candidates.extend(job_units(session, victim))
+        candidates.extend(context.units(victim))
     candidates = reachable(session, tasks, candidates)
     if not candidates:
-        return
-    statement = Statement(session, ACTION)
-    solver = VictimSolver(session, statement, job, tasks, f"moved to make room for {job.name!r}")
-    if solver.fits([]) is not None:
-        return
-    ordered = list(islice(order_units(session, candidates), MAX_TRIED_UNITS))
-    jobs_seen: set[int] = set()
-    for k, unit in enumerate(ordered, start=1):
-        jobs_seen.add(id(unit.job))
-        if cap > 0 and len(jobs_seen) > cap:
-            break
-        prefix = ordered[:k]
-        if solver.fits(prefix) is None:
-            continue
-        for victims in _trials(solver, prefix):
-            solution = solver.apply(
-                victims,
-                move=True,
-                all_must_move=True,
-                validate=None,
-            )
+        return True
+    ordered = _capped(list(islice(order_units(session, candidates), MAX_TRIED_UNITS)), session)
+    # the shortest prefix with room, then a few longer ones: moving more is not monotone
+    prefix = solver.smallest_prefix(ordered)
+    if prefix is None:
+        return True
+    for k in range(len(prefix), min(len(ordered), len(prefix) + MOVE_TRIALS) + 1):
+        for victims in _trials(solver, ordered[:k]):
+            solution = solver.apply(victims, move=True, all_must_move=True, validate=None)
             if solution is not None:
                 statement.commit()
-                return
+                return False
     statement.discard()
+    return True  # a job of the same kind needing at least as much cannot be moved for either
+
+
+def _capped(ordered: list[VictimUnit], session: Session) -> list[VictimUnit]:
+    """The longest prefix that moves at most ``maxConsolidationPreemptees`` jobs."""
+    cap = session.config.max_consolidation_preemptees
+    if cap <= 0:
+        return ordered
+    seen: set[int] = set()
+    for k, unit in enumerate(ordered):
+        seen.add(id(unit.job))
+        if len(seen) > cap:
+            return ordered[:k]
+    return ordered
 
 
 def _trials(solver: VictimSolver, prefix: list[VictimUnit]) -> list[list[VictimUnit]]:

@@ -3,10 +3,9 @@
 Pending, ready jobs outside their preemption delay are popped best-first from
 :class:`JobsOrderByQueues` (the same order as allocate); for each, the action's ``attempt``
 function runs the victim search in its own statement and commits it on success. Jobs that
-already fit without evicting anybody are allocate's business and are skipped. Once a job found
-nothing, later jobs of the same shape (queue, priority, preemptibility, topology, task classes)
-are skipped in the same action: an unsuccessful search is the expensive case, and later
-evictions only remove candidates.
+already fit without evicting anybody are allocate's business and are skipped. Once a search
+found nothing, later jobs of the same kind that are no smaller are skipped in the same action
+(an unsuccessful search is the expensive case, and later evictions only remove candidates).
 """
 
 from __future__ import annotations
@@ -20,12 +19,59 @@ from kai.scheduler.job_queue import JobsOrderByQueues
 from kai.scheduler.jobs import JobInfo, TaskInfo
 from kai.scheduler.ordering import job_order_key
 from kai.scheduler.result import Reason
-from kai.scheduler.victims import pending_request, preemptor_candidates
+from kai.scheduler.statement import Statement
+from kai.scheduler.victims import (
+    VictimSolver,
+    VictimUnit,
+    job_units,
+    pending_request,
+    preemptor_candidates,
+)
 
 if TYPE_CHECKING:
     from kai.scheduler.session import Session
 
-Attempt = Callable[["Session", JobInfo, list[TaskInfo], Vector], None]
+#: attempt(session, job, tasks, request, context) -> True when the search failed in a way every
+#: job of the same kind and at least this large would fail too (it is then not repeated)
+Attempt = Callable[["Session", JobInfo, list[TaskInfo], Vector, "Context"], bool]
+
+
+class Context:
+    """What one run of a victim action shares between its jobs: victim units per job (cut
+    once, recut after a commit changed the cluster) and the searches that failed."""
+
+    def __init__(self, session: Session) -> None:
+        self.session = session
+        self._units: dict[tuple[str, bool], list[VictimUnit]] = {}
+        self._memo: dict[tuple[object, ...], object] = {}
+        #: job order keys for the stability replay (see ``victims.replay_places``)
+        self.replay_keys: dict[str, tuple[tuple[object, ...], Vector]] = {}
+
+    def units(self, job: JobInfo, extras_only: bool = False) -> list[VictimUnit]:
+        key = (job.uid, extras_only)
+        cached = self._units.get(key)
+        if cached is None:
+            cached = job_units(self.session, job, extras_only)
+            self._units[key] = cached
+        return cached
+
+    def memo(self, key: tuple[object, ...], compute: Callable[[], bool]) -> bool:
+        """A per-run memo for answers that only change when the cluster does."""
+        if key not in self._memo:
+            self._memo[key] = compute()
+        return bool(self._memo[key])
+
+    def solver(
+        self, statement: Statement, job: JobInfo, tasks: list[TaskInfo], reason: str
+    ) -> VictimSolver:
+        solver = VictimSolver(self.session, statement, job, tasks, reason)
+        solver.replay_keys = self.replay_keys
+        return solver
+
+    def changed(self) -> None:
+        self._units.clear()
+        self._memo.clear()
+        self.replay_keys.clear()
 
 
 def run_jobs(
@@ -51,31 +97,71 @@ def run_jobs(
         lambda job: requests[job.uid],
         session.config.queue_depth_per_action.get(action),
     )
-    failed: set[tuple[object, ...]] = set()
+    context = Context(session)
+    failed: dict[tuple[object, ...], list[list[Vector]]] = {}
     while (job := order.pop()) is not None:
         tasks = tasks_to_allocate(job)
         if not tasks:
             continue
-        shape = _shape(session, job, tasks)
-        if shape in failed:
-            continue  # an identical job already found no victims in this action
+        kind, needs = _kind(session, job, tasks)
+        if any(_at_least(needs, old) for old in failed.get(kind, ())):
+            continue  # a job of the same kind, no larger, already found nothing
         pending = job.pending
-        attempt(session, job, tasks, pending_request(session, tasks))
-        if job.pending == pending:
-            failed.add(shape)
+        hopeless = attempt(session, job, tasks, pending_request(session, tasks), context)
+        if job.pending != pending:
+            context.changed()
+        elif hopeless:
+            failed.setdefault(kind, []).append(needs)
 
 
-def _shape(session: Session, job: JobInfo, tasks: list[TaskInfo]) -> tuple[object, ...]:
-    """What decides a victim search's outcome, up to the job's identity: its queue, priority,
-    preemptibility, topology and delay-free tasks (request and constraints: the placement
-    engine's equivalence class). KAI keeps the same kind of cache (scheduling signatures)."""
-    engine = session.engine
-    return (
+def _kind(
+    session: Session, job: JobInfo, tasks: list[TaskInfo]
+) -> tuple[tuple[object, ...], list[Vector]]:
+    """What decides a victim search apart from sizes (queue, priority, preemptibility,
+    topology, each task's constraints), and the tasks' sizes, largest first. Like KAI's
+    scheduling signatures, requests are left out of the kind: a job of the same kind whose every
+    task is at least as large as a failed job's (task by task, largest first) fails too. With
+    several constraint sets in one job, sizes must match exactly."""
+    constraints = sorted({_constraints(t) for t in tasks}, key=repr)
+    needs = sorted((session.capacity_vector(t.spec) for t in tasks), reverse=True)
+    exact: tuple[object, ...] = ()
+    if len(constraints) > 1:
+        exact = tuple(
+            sorted((repr(_constraints(t)), session.capacity_vector(t.spec)) for t in tasks)
+        )
+    kind = (
         job.queue,
         job.priority,
         job.preemptible,
         repr(job.spec.topology),
-        tuple(sorted((t.podset.name, engine.class_of(t).id) for t in tasks)),
+        repr(constraints),
+        exact,
+    )
+    return kind, needs
+
+
+def _constraints(task: TaskInfo) -> tuple[object, ...]:
+    spec = task.spec
+    return (
+        task.podset.name,
+        spec.gpu.is_shared,
+        spec.gpu.mig,
+        spec.gpu.num_devices,
+        tuple(sorted(spec.node_selector.items())),
+        spec.node_affinity,
+        spec.tolerations,
+        spec.pod_affinity,
+        spec.pod_anti_affinity,
+        tuple(sorted(spec.labels.items())),
+    )
+
+
+def _at_least(needs: list[Vector], failed: list[Vector]) -> bool:
+    if len(needs) < len(failed):
+        return False
+    return all(
+        all(mine[k] >= theirs[k] - 1e-9 for k in range(3))
+        for mine, theirs in zip(needs, failed, strict=False)
     )
 
 

@@ -12,17 +12,15 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from kai.scheduler.actions.eviction_common import run_jobs
+from kai.scheduler.actions.eviction_common import Context, run_jobs
 from kai.scheduler.fairshare.resources import Vector
 from kai.scheduler.jobs import JobInfo, TaskInfo
 from kai.scheduler.plugins.min_runtime import preempt_protected
 from kai.scheduler.statement import Statement
 from kai.scheduler.victims import (
-    VictimSolver,
     VictimUnit,
     gpu_room,
     gpus_needed,
-    job_units,
     order_units,
     reachable,
     unit_gpus,
@@ -38,11 +36,17 @@ def preempt(session: Session) -> None:
     run_jobs(session, ACTION, _attempt)
 
 
-def _attempt(session: Session, job: JobInfo, tasks: list[TaskInfo], request: Vector) -> None:
+def _attempt(
+    session: Session, job: JobInfo, tasks: list[TaskInfo], request: Vector, context: Context
+) -> bool:
     refusal = session.proportion.check_non_preemptible_quota(job.queue, request, job.preemptible)
     if refusal is not None:
         session.set_reason(job, refusal)
-        return
+        return True
+    statement = Statement(session, ACTION)
+    solver = context.solver(statement, job, tasks, f"preempted by job {job.name!r}")
+    if solver.fits([]) is not None:
+        return False
     candidates: list[VictimUnit] = []
     for victim in session.jobs:
         if victim is job or victim.queue != job.queue or not victim.preemptible:
@@ -50,19 +54,15 @@ def _attempt(session: Session, job: JobInfo, tasks: list[TaskInfo], request: Vec
         if victim.priority >= job.priority:
             continue
         protected = preempt_protected(session, victim)
-        candidates.extend(job_units(session, victim, extras_only=protected))
+        candidates.extend(context.units(victim, extras_only=protected))
     candidates = reachable(session, tasks, candidates)
     if not candidates:
-        return
+        return True
     if gpu_room(session) + sum(unit_gpus(u) for u in candidates) < gpus_needed(tasks) - 1e-9:
-        return
-    statement = Statement(session, ACTION)
-    solver = VictimSolver(session, statement, job, tasks, f"preempted by job {job.name!r}")
-    if solver.fits([]) is not None:
-        return
+        return True
     prefix = solver.smallest_prefix(order_units(session, candidates))
     if prefix is None:
-        return
+        return True
     solution = solver.apply(
         solver.minimise(prefix),
         move=session.config.allow_consolidating_reclaim,
@@ -71,5 +71,6 @@ def _attempt(session: Session, job: JobInfo, tasks: list[TaskInfo], request: Vec
     )
     if solution is None:
         statement.discard()
-        return
+        return True
     statement.commit()
+    return False

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from kai.scheduler.actions.eviction_common import note, run_jobs
+from kai.scheduler.actions.eviction_common import Context, note, run_jobs
 from kai.scheduler.fairshare.reclaim import VictimChunk
 from kai.scheduler.fairshare.resources import Vector
 from kai.scheduler.jobs import JobInfo, TaskInfo
@@ -25,11 +25,9 @@ from kai.scheduler.plugins.min_runtime import reclaim_protected
 from kai.scheduler.statement import Statement
 from kai.scheduler.victims import (
     EXTRA,
-    VictimSolver,
     VictimUnit,
     gpu_room,
     gpus_needed,
-    job_units,
     order_units,
     reachable,
     unit_gpus,
@@ -52,27 +50,32 @@ def chunks(units: list[VictimUnit]) -> list[VictimChunk]:
     return [VictimChunk(u.queue, u.resources, u.kind == EXTRA) for u in units]
 
 
-def _attempt(session: Session, job: JobInfo, tasks: list[TaskInfo], request: Vector) -> None:
+def _attempt(
+    session: Session, job: JobInfo, tasks: list[TaskInfo], request: Vector, context: Context
+) -> bool:
     proportion = session.proportion
     if not proportion.can_reclaim(job.queue, request, job.preemptible):
-        return
+        return True
     statement = Statement(session, ACTION)
-    solver = VictimSolver(session, statement, job, tasks, f"reclaimed for job {job.name!r}")
+    solver = context.solver(statement, job, tasks, f"reclaimed for job {job.name!r}")
     if solver.fits([]) is not None:
-        return  # fits without anybody leaving: allocate places it
+        return False  # fits without anybody leaving: allocate places it
     candidates: list[VictimUnit] = []
     for victim in session.jobs:
         if victim is job or victim.queue == job.queue or not victim.queue_ok:
             continue
         if not victim.preemptible:
             continue
-        protected = reclaim_protected(session, job, victim)
-        candidates.extend(job_units(session, victim, extras_only=protected))
+        protected = context.memo(
+            ("reclaim-protected", job.queue, victim.uid),
+            lambda victim=victim: reclaim_protected(session, job, victim),  # type: ignore[misc]
+        )
+        candidates.extend(context.units(victim, extras_only=protected))
     candidates = reachable(session, tasks, candidates)
     if not candidates:
-        return
+        return True
     if gpu_room(session) + sum(unit_gpus(u) for u in candidates) < gpus_needed(tasks) - 1e-9:
-        return
+        return True
     before = proportion.clone()
 
     def fair(units: list[VictimUnit]) -> bool:
@@ -96,7 +99,7 @@ def _attempt(session: Session, job: JobInfo, tasks: list[TaskInfo], request: Vec
         )
         if solution is not None:
             statement.commit()
-            return
+            return False
     statement.discard()
     note(
         session,
@@ -104,3 +107,5 @@ def _attempt(session: Session, job: JobInfo, tasks: list[TaskInfo], request: Vec
         RECLAIM_FAILED,
         f"job {job.name!r} cannot fit by reclaiming what other queues may fairly lose",
     )
+    # a job of the same kind needing at least as much would meet the same victims and queues
+    return True
