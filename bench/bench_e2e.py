@@ -14,6 +14,7 @@ Target (issue 6): at least 500 pods/s.
 from __future__ import annotations
 
 import argparse
+import atexit
 import logging
 import os
 import signal
@@ -48,6 +49,20 @@ def main(argv: list[str] | None = None) -> int:
         "so that it does not share the interpreter lock with the components)",
     )
     args = parser.parse_args(argv)
+    # child processes never outlive the benchmark (normal exit, error, Ctrl-C or SIGTERM)
+    spawned: list[subprocess.Popen[Any]] = []
+
+    def reap() -> None:
+        for proc in spawned:
+            if proc.poll() is None:
+                proc.terminate()
+                try:
+                    proc.wait(timeout=30)
+                except subprocess.TimeoutExpired:
+                    proc.kill()
+
+    atexit.register(reap)
+    signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(143))
     logging.basicConfig(level=args.log_level, format="%(asctime)s %(name)s %(message)s")
 
     from kai.kube.client import Kube
@@ -90,6 +105,7 @@ def main(argv: list[str] | None = None) -> int:
             stdout=subprocess.PIPE,
             text=True,
         )
+        spawned.append(child)
         assert child.stdout is not None
         for line in child.stdout:
             if line.startswith("serving:"):
@@ -149,6 +165,7 @@ def main(argv: list[str] | None = None) -> int:
             ["podgrouper"],
         ):
             children.append(subprocess.Popen([sys.executable, "-m", "kai.cli", *command, *common]))
+            spawned.append(children[-1])
         components = ("nodes",)
     system = System(
         str(kubeconfig),
@@ -180,6 +197,12 @@ def main(argv: list[str] | None = None) -> int:
         pod_manifest(f"p-{i:05d}", "bench", "bench", gpus=1, cpu="1", memory="1Gi")
         for i in range(args.pods)
     ]
+    named: list[tuple[str, Any]] = []
+    if child is not None:
+        named.append(("apiserver", child))
+    named += list(zip(("scheduler", "binder", "podgrouper"), children, strict=False))
+    cpu_before = {name: _cpu_seconds(proc.pid) for name, proc in named}
+    own_before = _cpu_seconds(os.getpid())
     counting.set()
     t0 = time.monotonic()
     with ThreadPoolExecutor(8) as pool:
@@ -191,6 +214,8 @@ def main(argv: list[str] | None = None) -> int:
     requests = server.request_count - requests_before if server else 0
     cycles = _cycles(system, metrics_port) - cycles_before
     last_cycle = _gauges(system, metrics_port)
+    cpu = {name: _cpu_seconds(proc.pid) - cpu_before.get(name, 0.0) for name, proc in named}
+    cpu["nodes+kubelet+observer (bench process)"] = _cpu_seconds(os.getpid()) - own_before
     for proc in children:
         proc.send_signal(signal.SIGTERM)
     for proc in children:
@@ -226,12 +251,25 @@ def main(argv: list[str] | None = None) -> int:
         print("stored writes per pod, by resource and event type:")
         for (resource, etype), count in sorted(writes.items(), key=lambda kv: -kv[1]):
             print(f"  {resource:<14} {etype:<9} {count / args.pods:6.2f}")
+    print(f"CPU seconds used during the run (wall {elapsed:.1f}s, 2 cores = {2 * elapsed:.0f}):")
+    for name, seconds in sorted(cpu.items(), key=lambda kv: -kv[1]):
+        print(f"  {name:<40} {seconds:7.1f}")
     rate = n / elapsed if elapsed > 0 else 0.0
     print(f"THROUGHPUT: {rate:.0f} pods/s end to end (target >= 500)")
     if not finished:
         print(f"TIMEOUT after {args.timeout:.0f}s", file=sys.stderr)
         return 1
     return 0
+
+
+def _cpu_seconds(pid: int) -> float:
+    """User + system CPU time of a process, from /proc (0 where unavailable)."""
+    try:
+        with open(f"/proc/{pid}/stat") as handle:
+            fields = handle.read().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def _free_port() -> int:
