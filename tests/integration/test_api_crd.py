@@ -345,3 +345,24 @@ def test_selectable_fields(cluster, ns):
         assert err.value.status == 400
     finally:
         ext.delete_custom_resource_definition(f"widgets.{group}")
+
+
+def test_without_status_subresource_status_is_part_of_the_object(cluster, ns):
+    ext = client.ApiextensionsV1Api(cluster.api)
+    group = f"n{uuid.uuid4().hex[:8]}.kai.test"
+    crd = _crd(group)
+    for version in crd["spec"]["versions"]:
+        version.pop("subresources")
+    ext.create_custom_resource_definition(crd)
+    try:
+        eventually(lambda: _served(cluster, group), timeout=30)
+        co = client.CustomObjectsApi(cluster.api)
+        made = _create(co, group, ns, "w")
+        assert made["metadata"]["generation"] == 1
+        changed = co.patch_namespaced_custom_object(
+            group, "v1", ns, "widgets", "w", {"status": {"ready": True}}
+        )
+        assert changed["status"] == {"ready": True}
+        assert changed["metadata"]["generation"] == 2
+    finally:
+        ext.delete_custom_resource_definition(f"widgets.{group}")

@@ -154,9 +154,15 @@ def _qualified_name(key: str) -> bool:
     return 0 < len(name) <= 63 and bool(_NAME_PART.match(name))
 
 
-def spec_of(obj: dict[str, Any]) -> dict[str, Any]:
-    """Everything the generation counter watches: the object minus metadata and status."""
-    return {k: v for k, v in obj.items() if k not in ("metadata", "status", "apiVersion", "kind")}
+def spec_of(obj: dict[str, Any], with_status: bool = False) -> dict[str, Any]:
+    """Everything the generation counter watches: the object minus metadata, and minus status
+    when status is a subresource (without one, a status change is a change like any other)."""
+    skipped = (
+        ("metadata", "apiVersion", "kind")
+        if with_status
+        else ("metadata", "status", "apiVersion", "kind")
+    )
+    return {k: v for k, v in obj.items() if k not in skipped}
 
 
 _STRING_FIELDS = ("name", "generateName", "namespace", "resourceVersion", "uid")

@@ -651,7 +651,8 @@ class ApiCore:
                     old_md["name"],
                     [field_cause("spec.names.plural", "Invalid value: field is immutable")],
                 )
-        if rt.has_generation and meta.spec_of(merged) != meta.spec_of(old):
+        counted = "status" not in rt.subresources
+        if rt.has_generation and meta.spec_of(merged, counted) != meta.spec_of(old, counted):
             md["generation"] = int(old_md.get("generation") or 0) + 1
         return merged
 
