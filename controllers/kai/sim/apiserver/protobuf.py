@@ -1,6 +1,7 @@
 """Reading the Kubernetes protobuf encoding for the objects kubectl's typed commands send that
 way (``kubectl create namespace|configmap|secret|serviceaccount|priorityclass|job|deployment``,
-the Eviction of ``kubectl drain``). Responses are always JSON, which such clients accept.
+the Eviction of ``kubectl drain``, the DeleteOptions of typed deletes such as Helm's).
+Responses are always JSON, which such clients accept.
 
 The envelope is the 4 bytes ``k8s\\0`` and a ``runtime.Unknown`` message: field 1 TypeMeta
 (1 apiVersion, 2 kind), field 2 the object's own encoding. Each message below lists the fields
@@ -282,10 +283,13 @@ DEPLOYMENT_SPEC = _m(
     _7=("paused", "bool"),
     _9=("progressDeadlineSeconds", "int"),
 )
+PRECONDITIONS = _m("Preconditions", _1=("uid", "str"), _2=("resourceVersion", "str"))
 DELETE_OPTIONS = _m(
     "DeleteOptions",
-    ("gracePeriodSeconds",),
+    ("gracePeriodSeconds", "orphanDependents"),
     _1=("gracePeriodSeconds", "int"),
+    _2=("preconditions", "msg", PRECONDITIONS),
+    _3=("orphanDependents", "bool"),
     _4=("propagationPolicy", "str"),
     _5=("dryRun", "strs"),
 )
@@ -335,6 +339,7 @@ KINDS: dict[str, Msg] = {
     "Deployment": _m(
         "Deployment", _1=("metadata", "msg", OBJECT_META), _2=("spec", "msg", DEPLOYMENT_SPEC)
     ),
+    "DeleteOptions": DELETE_OPTIONS,
     "Eviction": _m(
         "Eviction", _1=("metadata", "msg", OBJECT_META), _2=("deleteOptions", "msg", DELETE_OPTIONS)
     ),
