@@ -639,6 +639,17 @@ class SnapshotBuilder:
             pod_name = (request.get("spec") or {}).get("podName") or md.get("name")
             brs_by_pod[(md.get("namespace") or "", str(pod_name))] = request
 
+        # PodGroups first: a pod counts as a task only when its PodGroup is understood
+        parsed_jobs: dict[tuple[str, str], tuple[JobSpec, dict[str, Any]]] = {}
+        for pg in podgroups:
+            md = pg.get("metadata") or {}
+            try:
+                job = self._job_spec(pg, classes, default_priority)
+            except ObjectError as exc:
+                problems.append(Problem(pg, exc.field, exc.message))
+                continue
+            parsed_jobs[(md.get("namespace") or "", md.get("name") or "")] = (job, pg)
+
         # pods: ours become tasks; others on nodes reduce the node's capacity
         foreign: dict[str, dict[str, float]] = {}
         tasks_by_group: dict[tuple[str, str], list[TaskSpec]] = {}
@@ -672,8 +683,9 @@ class SnapshotBuilder:
                 continue
             br = brs_by_pod.pop((ns, info.name), None)
             status, node, br_groups = pod_status(pod, br)
-            if info.pod_group is None and not spec.get("nodeName"):
-                built.ungrouped.append(pod)
+            grouped = info.pod_group is not None and (ns, info.pod_group) in parsed_jobs
+            if not grouped and node is None:
+                built.ungrouped.append(pod)  # waits for the pod-grouper (or a valid PodGroup)
                 continue
             groups = br_groups if br_groups is not None else info.gpu_groups
             task = TaskSpec(
@@ -701,15 +713,15 @@ class SnapshotBuilder:
             built.pods[info.uid] = pod
             if br is not None:
                 built.bind_requests[info.uid] = br
-            if info.pod_group is None:
-                # placed pod without a group (bound by someone else): capacity only
+            if not grouped:
+                # placed without a (valid) PodGroup: it holds its node's capacity all the same
                 acc = foreign.setdefault(node or "", {})
                 acc["cpu"] = acc.get("cpu", 0.0) + info.cpu_millis / 1000.0
                 acc["memory"] = acc.get("memory", 0.0) + info.memory_bytes
                 acc[GPU_RESOURCE] = acc.get(GPU_RESOURCE, 0.0) + info.gpu.whole
                 acc["pods"] = acc.get("pods", 0.0) + 1
                 continue
-            tasks_by_group.setdefault((ns, info.pod_group), []).append(task)
+            tasks_by_group.setdefault((ns, str(info.pod_group)), []).append(task)
         # BindRequests whose pod is gone (or terminal) are left for the caller to delete
         built.stale_bind_requests = [br for br in brs_by_pod.values() if br is not None]
         for uid in [u for u in self._pods if u not in seen_uids]:
@@ -742,17 +754,9 @@ class SnapshotBuilder:
                 problems.append(Problem(queue, exc.field, exc.message))
 
         jobs: list[JobSpec] = []
-        for pg in podgroups:
-            md = pg.get("metadata") or {}
-            key = (md.get("namespace") or "", md.get("name") or "")
-            tasks = tasks_by_group.pop(key, [])
-            try:
-                job = self._job_spec(pg, classes, default_priority)
-            except ObjectError as exc:
-                problems.append(Problem(pg, exc.field, exc.message))
-                continue
+        for key, (job, pg) in parsed_jobs.items():
             valid = []
-            for task in tasks:
+            for task in tasks_by_group.get(key, ()):
                 if task.node is not None and task.node not in node_names:
                     if task.status is TaskStatus.BINDING:
                         # its BindRequest names a node that is gone: pending again
@@ -768,12 +772,6 @@ class SnapshotBuilder:
             for task in valid:
                 if task.node is not None and task.gpu_groups:
                     built.existing_groups.setdefault(task.node, set()).update(task.gpu_groups)
-        # pods that name a PodGroup not (yet) in the cache wait for the pod-grouper
-        for grouped in tasks_by_group.values():
-            for task in grouped:
-                waiting = built.pods.pop(task.uid, None)
-                if waiting is not None and task.node is None:
-                    built.ungrouped.append(waiting)
 
         topo_specs = []
         for topo in topologies:

@@ -1,0 +1,109 @@
+"""Raw objects -> the core's Snapshot: statuses, capacity, bad input (no server needed)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kai.reconcilers.snapshot_builder import SnapshotBuilder
+from kai.scheduler.snapshot import TaskStatus
+from kai.sim.nodes import NodeShape, node_manifest, ready_conditions
+from kai.sim.workloads import pod_manifest
+
+
+def _node(name: str, index: int = 0, gpus: int = 8) -> dict[str, Any]:
+    node = node_manifest(name, index, NodeShape(gpus=gpus))
+    node["metadata"].update(uid=f"uid-{name}", resourceVersion="1")
+    node["status"]["conditions"] = ready_conditions()
+    return node
+
+
+def _pod(name: str, group: str | None, rv: str = "1", **kw: Any) -> dict[str, Any]:
+    pod = pod_manifest(name, "ns", "q", **kw)
+    pod["metadata"].update(
+        uid=f"uid-{name}", resourceVersion=rv, creationTimestamp="2026-01-01T00:00:00Z"
+    )
+    if group:
+        pod["metadata"].setdefault("annotations", {})["pod-group-name"] = group
+    return pod
+
+
+def _pg(name: str, **spec: Any) -> dict[str, Any]:
+    return {
+        "apiVersion": "scheduling.run.ai/v2alpha2",
+        "kind": "PodGroup",
+        "metadata": {
+            "name": name,
+            "namespace": "ns",
+            "uid": f"uid-{name}",
+            "resourceVersion": "1",
+            "creationTimestamp": "2026-01-01T00:00:00Z",
+        },
+        "spec": {"queue": "q", "minMember": 1, **spec},
+    }
+
+
+QUEUE = {
+    "metadata": {"name": "q", "uid": "q"},
+    "spec": {
+        "resources": {
+            r: {"quota": -1, "limit": -1, "overQuotaWeight": 1} for r in ("gpu", "cpu", "memory")
+        }
+    },
+}
+
+
+def test_statuses_capacity_and_problems() -> None:
+    running = _pod("running", "pg-a", gpus=2)
+    running["spec"]["nodeName"] = "n0"
+    running["status"] = {"phase": "Running"}
+    binding = _pod("binding", "pg-a", gpus=1)
+    orphan = _pod("orphan", "pg-missing", gpus=3)  # bound, but its PodGroup is gone
+    orphan["spec"]["nodeName"] = "n0"
+    done = _pod("done", "pg-a", gpus=8)
+    done["status"] = {"phase": "Succeeded"}
+    waiting = _pod("waiting", None, gpus=1)
+    bad = _pod("bad", "pg-a", annotations={"gpu-fraction": "2.5"})
+    other = _pod("other", None, gpus=1, scheduler_name="default-scheduler")
+    other["spec"]["nodeName"] = "n1"
+    br = {
+        "metadata": {"name": "binding", "namespace": "ns", "uid": "br"},
+        "spec": {"podName": "binding", "selectedNode": "n1"},
+        "status": {"phase": "Pending"},
+    }
+    built = SnapshotBuilder("kai-scheduler").build(
+        pods=[running, binding, orphan, done, waiting, bad, other],
+        nodes=[_node("n0"), _node("n1", 1)],
+        podgroups=[_pg("pg-a", priorityClassName="inference"), _pg("pg-bad", queue=None)],
+        queues=[QUEUE],
+        bind_requests=[br],
+        priority_classes=[{"metadata": {"name": "inference"}, "value": 125}],
+    )
+    snap = built.snapshot
+    (job,) = snap.jobs
+    assert job.priority == 125 and job.preemptible is False
+    tasks = {t.name: t for t in job.tasks}
+    assert tasks["running"].status is TaskStatus.RUNNING and tasks["running"].node == "n0"
+    assert tasks["binding"].status is TaskStatus.BINDING and tasks["binding"].node == "n1"
+    assert set(tasks) == {"running", "binding"}
+    nodes = {n.name: n for n in snap.nodes}
+    assert nodes["n0"].gpus == 8 - 3  # the orphan still holds its GPUs
+    assert nodes["n1"].gpus == 8 - 1  # so does the other scheduler's pod
+    assert [p["metadata"]["name"] for p in built.ungrouped] == ["waiting"]
+    fields = {(p.obj["metadata"]["name"], p.field) for p in built.problems}
+    assert ("bad", "annotation gpu-fraction") in fields
+    assert ("pg-bad", "spec.queue") in fields
+
+
+def test_parse_cache_follows_resource_versions() -> None:
+    builder = SnapshotBuilder("kai-scheduler")
+    args = {
+        "nodes": [_node("n0")],
+        "podgroups": [_pg("pg")],
+        "queues": [QUEUE],
+        "bind_requests": [],
+    }
+    first = builder.build(pods=[_pod("p", "pg", rv="1", gpus=1)], **args)
+    assert first.snapshot.jobs[0].tasks[0].gpu.whole == 1
+    second = builder.build(pods=[_pod("p", "pg", rv="2", gpus=2)], **args)
+    assert second.snapshot.jobs[0].tasks[0].gpu.whole == 2
+    assert first.snapshot.jobs[0] is not second.snapshot.jobs[0]
