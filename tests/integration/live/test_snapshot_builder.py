@@ -107,3 +107,27 @@ def test_parse_cache_follows_resource_versions() -> None:
     second = builder.build(pods=[_pod("p", "pg", rv="2", gpus=2)], **args)
     assert second.snapshot.jobs[0].tasks[0].gpu.whole == 2
     assert first.snapshot.jobs[0] is not second.snapshot.jobs[0]
+
+
+def test_mig_nodes_and_bad_nodes() -> None:
+    mig = node_manifest("mig", 0, NodeShape(gpus=2, mig={"nvidia.com/mig-1g.10gb": 14}))
+    mig["metadata"].update(uid="uid-mig", resourceVersion="1")
+    mig["status"]["conditions"] = ready_conditions()
+    broken = _node("broken", 1)
+    broken["status"]["allocatable"]["cpu"] = "many"
+    built = SnapshotBuilder("kai-scheduler").build(
+        pods=[],
+        nodes=[mig, broken, _node("plain", 2)],
+        podgroups=[],
+        queues=[QUEUE],
+        bind_requests=[],
+    )
+    nodes = {n.name: n for n in built.snapshot.nodes}
+    assert set(nodes) == {"mig", "plain"}
+    assert nodes["mig"].mig is not None
+    assert nodes["mig"].mig.devices == (("nvidia.com/mig-1g.10gb", 14),)
+    assert nodes["mig"].mig.physical_gpus == 2
+    assert nodes["plain"].gpu_memory_mib == 81900  # 81920 MiB floored to a multiple of 100
+    (problem,) = built.problems
+    assert problem.obj["metadata"]["name"] == "broken"
+    assert problem.field == "status.allocatable.cpu"
