@@ -285,6 +285,8 @@ class VictimSolver:
         self.capacity = _sum_vectors(session.capacity_vector(t.spec) for t in tasks)
         #: order keys of jobs for the stability replay, shared by the searches of one action
         self.replay_keys: dict[str, tuple[tuple[object, ...], Vector]] | None = None
+        #: the session's ready pending jobs, shared likewise (None: computed per replay)
+        self.pending_jobs: list[JobInfo] | None = None
 
     # -- probes -------------------------------------------------------------------------------
     def _evict(self, units: Iterable[VictimUnit]) -> None:
@@ -422,7 +424,7 @@ class VictimSolver:
         involved = [*self.tasks, *(t for u in units for t in u.tasks)]
         # consolidation promises every moved task a place: the replay must keep that promise too
         keep = involved if all_must_move else self.tasks
-        if not replay_places(self.session, involved, keep, self.replay_keys):
+        if not replay_places(self.session, involved, keep, self.replay_keys, self.pending_jobs):
             self.statement.rollback(cp)
             return None
         return solution
@@ -531,6 +533,7 @@ def replay_places(
     involved: list[TaskInfo],
     must_place: list[TaskInfo],
     keys: dict[str, tuple[tuple[object, ...], Vector]] | None = None,
+    pending: list[JobInfo] | None = None,
 ) -> bool:
     """Would the next cycle's allocate place every task of ``must_place``?
 
@@ -543,9 +546,10 @@ def replay_places(
     rules as allocate applies them) until every ``must_place`` task is placed or the job owning
     one of them was tried and failed, and leaves the session exactly as it found it.
 
-    ``keys`` caches the order keys of jobs the replay does not change (valid until the cluster
-    changes). After ``REPLAY_LIMIT`` other jobs were tried first, the answer is no: with that
-    many jobs ahead, the room would most likely go to one of them.
+    ``keys`` caches the order keys of jobs the replay does not change and ``pending`` lists the
+    session's ready pending jobs (both valid until the cluster changes). After ``REPLAY_LIMIT``
+    other jobs were tried first, the answer is no: with that many jobs ahead, the room would
+    most likely go to one of them.
     """
     from kai.scheduler.gang import tasks_to_allocate
     from kai.scheduler.job_queue import JobsOrderByQueues
@@ -598,7 +602,7 @@ def replay_places(
     try:
         order = JobsOrderByQueues(
             session.queue_tree.roots,
-            [j for j in session.jobs if j.pending > 0 and j.queue_ok and j.ready],
+            _replay_jobs(session, pending, involved),
             proportion.order_key,
             key,
             lambda job: requests[job.uid],
@@ -625,3 +629,20 @@ def replay_places(
         replay.discard()
         for task, status, node, groups in reversed(saved):
             session.set_placement(task, status, node, groups)
+
+
+def pending_jobs(session: Session) -> list[JobInfo]:
+    return [j for j in session.jobs if j.pending > 0 and j.queue_ok and j.ready]
+
+
+def _replay_jobs(
+    session: Session, pending: list[JobInfo] | None, involved: list[TaskInfo]
+) -> list[JobInfo]:
+    if pending is None:
+        return pending_jobs(session)
+    jobs = {id(j): j for j in pending if j.pending > 0}
+    for task in involved:
+        job = task.job
+        if job.pending > 0 and job.queue_ok and job.ready:
+            jobs[id(job)] = job
+    return list(jobs.values())

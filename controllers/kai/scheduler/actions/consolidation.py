@@ -60,10 +60,9 @@ def _attempt(
     if solver.fits([]) is not None:
         return False
     candidates: list[VictimUnit] = []
-    for victim in session.jobs:
-        if victim is job or not victim.preemptible or not victim.queue_ok:
-            continue
-        candidates.extend(context.units(victim))
+    for victim in context.preemptible_jobs():
+        if victim is not job:
+            candidates.extend(context.units(victim))
     candidates = reachable(session, tasks, candidates)
     if not candidates:
         return True

@@ -24,6 +24,7 @@ from kai.scheduler.victims import (
     VictimSolver,
     VictimUnit,
     job_units,
+    pending_jobs,
     pending_request,
     preemptor_candidates,
 )
@@ -46,6 +47,24 @@ class Context:
         self._memo: dict[tuple[object, ...], object] = {}
         #: job order keys for the stability replay (see ``victims.replay_places``)
         self.replay_keys: dict[str, tuple[tuple[object, ...], Vector]] = {}
+        self._pending: list[JobInfo] | None = None
+        self._victims: list[JobInfo] | None = None
+        self._by_queue: dict[str, list[JobInfo]] = {}
+
+    def preemptible_jobs(self) -> list[JobInfo]:
+        """Jobs that may be victims at all: preemptible, in a known queue, holding something."""
+        if self._victims is None:
+            self._victims = [
+                j for j in self.session.jobs if j.preemptible and j.queue_ok and j.active > 0
+            ]
+            self._by_queue = {}
+            for job in self._victims:
+                self._by_queue.setdefault(job.queue, []).append(job)
+        return self._victims
+
+    def preemptible_in(self, queue: str) -> list[JobInfo]:
+        self.preemptible_jobs()
+        return self._by_queue.get(queue, [])
 
     def units(self, job: JobInfo, extras_only: bool = False) -> list[VictimUnit]:
         key = (job.uid, extras_only)
@@ -66,12 +85,17 @@ class Context:
     ) -> VictimSolver:
         solver = VictimSolver(self.session, statement, job, tasks, reason)
         solver.replay_keys = self.replay_keys
+        if self._pending is None:
+            self._pending = pending_jobs(self.session)
+        solver.pending_jobs = self._pending
         return solver
 
     def changed(self) -> None:
         self._units.clear()
         self._memo.clear()
         self.replay_keys.clear()
+        self._pending = None
+        self._victims = None
 
 
 def run_jobs(

@@ -48,10 +48,8 @@ def _attempt(
     if solver.fits([]) is not None:
         return False
     candidates: list[VictimUnit] = []
-    for victim in session.jobs:
-        if victim is job or victim.queue != job.queue or not victim.preemptible:
-            continue
-        if victim.priority >= job.priority:
+    for victim in context.preemptible_in(job.queue):
+        if victim is job or victim.priority >= job.priority:
             continue
         protected = preempt_protected(session, victim)
         candidates.extend(context.units(victim, extras_only=protected))

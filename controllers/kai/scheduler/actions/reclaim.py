@@ -61,10 +61,8 @@ def _attempt(
     if solver.fits([]) is not None:
         return False  # fits without anybody leaving: allocate places it
     candidates: list[VictimUnit] = []
-    for victim in session.jobs:
-        if victim is job or victim.queue == job.queue or not victim.queue_ok:
-            continue
-        if not victim.preemptible:
+    for victim in context.preemptible_jobs():
+        if victim is job or victim.queue == job.queue:
             continue
         protected = context.memo(
             ("reclaim-protected", job.queue, victim.uid),
