@@ -347,3 +347,40 @@ def test_self_subject_access_review(cluster):
         }
     )
     assert answer.status.allowed is True
+
+
+def test_rbac_and_workload_kinds_are_stored(cluster, ns):
+    rbac = client.RbacAuthorizationV1Api(cluster.api)
+    rbac.create_namespaced_role(
+        ns,
+        {
+            "metadata": {"name": "reader"},
+            "rules": [{"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list"]}],
+        },
+    )
+    rbac.create_namespaced_role_binding(
+        ns,
+        {
+            "metadata": {"name": "reader"},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "reader"},
+            "subjects": [{"kind": "ServiceAccount", "name": "default", "namespace": ns}],
+        },
+    )
+    assert rbac.read_namespaced_role("reader", ns).rules[0].verbs == ["get", "list"]
+    apps = client.AppsV1Api(cluster.api)
+    apps.create_namespaced_stateful_set(
+        ns,
+        {
+            "metadata": {"name": "db"},
+            "spec": {
+                "serviceName": "db",
+                "replicas": 0,
+                "selector": {"matchLabels": {"a": "b"}},
+                "template": {
+                    "metadata": {"labels": {"a": "b"}},
+                    "spec": {"containers": [{"name": "c", "image": "busybox:1.36"}]},
+                },
+            },
+        },
+    )
+    assert apps.read_namespaced_stateful_set("db", ns).spec.service_name == "db"

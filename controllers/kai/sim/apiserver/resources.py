@@ -234,6 +234,58 @@ BUILTIN_TYPES: tuple[ResourceType, ...] = (
         has_generation=True,
     ),
     ResourceType(
+        "apps",
+        ("v1",),
+        "statefulsets",
+        "statefulset",
+        "StatefulSet",
+        True,
+        short_names=("sts",),
+        categories=("all",),
+        subresources=frozenset({"status"}),
+        has_generation=True,
+    ),
+    ResourceType(
+        "apps",
+        ("v1",),
+        "daemonsets",
+        "daemonset",
+        "DaemonSet",
+        True,
+        short_names=("ds",),
+        categories=("all",),
+        subresources=frozenset({"status"}),
+        has_generation=True,
+    ),
+    ResourceType(
+        "batch",
+        ("v1",),
+        "cronjobs",
+        "cronjob",
+        "CronJob",
+        True,
+        short_names=("cj",),
+        categories=("all",),
+        subresources=frozenset({"status"}),
+        has_generation=True,
+    ),
+    # RBAC objects are stored as written (nothing is authorized here, see reviews.py)
+    ResourceType("rbac.authorization.k8s.io", ("v1",), "roles", "role", "Role", True),
+    ResourceType(
+        "rbac.authorization.k8s.io", ("v1",), "rolebindings", "rolebinding", "RoleBinding", True
+    ),
+    ResourceType(
+        "rbac.authorization.k8s.io", ("v1",), "clusterroles", "clusterrole", "ClusterRole", False
+    ),
+    ResourceType(
+        "rbac.authorization.k8s.io",
+        ("v1",),
+        "clusterrolebindings",
+        "clusterrolebinding",
+        "ClusterRoleBinding",
+        False,
+    ),
+    ResourceType(
         "scheduling.k8s.io",
         ("v1",),
         "priorityclasses",

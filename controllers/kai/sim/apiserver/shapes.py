@@ -240,6 +240,14 @@ _EVENT_V1 = (
 
 # The top-level fields of each built-in kind; others are unknown fields (fieldValidation).
 TOP_LEVEL: dict[tuple[str, str], frozenset[str]] = {
+    ("rbac.authorization.k8s.io", "roles"): frozenset((*_OBJECT, "rules")),
+    ("rbac.authorization.k8s.io", "clusterroles"): frozenset(
+        (*_OBJECT, "rules", "aggregationRule")
+    ),
+    ("rbac.authorization.k8s.io", "rolebindings"): frozenset((*_OBJECT, "subjects", "roleRef")),
+    ("rbac.authorization.k8s.io", "clusterrolebindings"): frozenset(
+        (*_OBJECT, "subjects", "roleRef")
+    ),
     ("", "configmaps"): frozenset((*_OBJECT, "data", "binaryData", "immutable")),
     ("", "secrets"): frozenset((*_OBJECT, "data", "stringData", "type", "immutable")),
     ("", "serviceaccounts"): frozenset(
