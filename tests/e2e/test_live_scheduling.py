@@ -228,3 +228,28 @@ def test_priority_preemption_evicts_and_binds_the_preemptor(cluster: Cluster) ->
 
     view = View(system).render("http://x", Path("kubeconfig"))
     assert "team" in view and "urgent" in view and "Running" in view
+
+
+def test_gitops_rendered_settings_reach_the_live_scheduler(cluster: Cluster) -> None:
+    from kai.gitops.compile import compile_documents
+    from kai.gitops.validate import validate_paths
+    from kai.kube.resources import CONFIGMAPS
+    from kai.sim.system import apply_objects, default_gitops_path
+
+    system = cluster.start_system()
+    assert system.scheduler is not None
+    eventually(lambda: system.scheduler.cycles > 0)
+    assert system.scheduler.builder.config.k_value == 1.0  # no ConfigMap yet: KAI defaults
+    report = validate_paths([str(default_gitops_path())])
+    assert apply_objects(cluster.kube, compile_documents(report.documents)) == []
+    eventually(lambda: system.scheduler.builder.config.k_value == 1.5)
+    assert system.scheduler.builder.config.queue_depth_per_action["allocate"] == 25
+    # a broken edit keeps the last good settings and says why
+    cluster.kube.patch(
+        CONFIGMAPS,
+        "kai-scheduler-config",
+        {"data": {"scheduler-policy.default.yaml": "nodePool: ''\nstaleGangGracePeriod: x\n"}},
+        "kai-scheduler",
+    )
+    eventually(lambda: _events(cluster, "kai-scheduler", "InvalidConfig"))
+    assert system.scheduler.builder.config.k_value == 1.5

@@ -55,6 +55,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="time between scheduling cycles (default: 1)",
     )
     parser.add_argument(
+        "--config-map",
+        default="kai-scheduler/kai-scheduler-config",
+        metavar="NAMESPACE/NAME",
+        help="ConfigMap with the rendered SchedulerPolicy (`kai render`); KAI's defaults "
+        "while it does not exist",
+    )
+    parser.add_argument(
         "--status-period",
         type=float,
         default=2.0,
@@ -132,4 +139,13 @@ def run_live(args: argparse.Namespace, component: str, **options: Any) -> int:
 
 
 def run(args: argparse.Namespace) -> int:
-    return run_live(args, "scheduler", period=args.period, status_period=args.status_period)
+    if "/" not in args.config_map:
+        print("kai scheduler: --config-map must be NAMESPACE/NAME", file=sys.stderr)
+        return 2
+    return run_live(
+        args,
+        "scheduler",
+        period=args.period,
+        status_period=args.status_period,
+        config_map=args.config_map,
+    )

@@ -140,6 +140,7 @@ class SystemOptions:
     binder_workers: int = 16
     grouper_workers: int = 8
     components: tuple[str, ...] = ("scheduler", "binder", "podgrouper", "nodes")
+    config_map: str = "kai-scheduler/kai-scheduler-config"  # rendered scheduler settings
     extra: dict[str, Any] = field(default_factory=dict)
 
 
@@ -185,13 +186,13 @@ class System:
             kube = self._kube()
             recorder = EventRecorder(kube, "kai-scheduler").start()
             self.stoppers.append(recorder.stop)
-            informers = make_informers(kube, o.scheduler_name)
+            informers = make_informers(kube, o.scheduler_name, o.config_map)
             elector = self._elector(kube, "kai-scheduler", "kai-scheduler")
             scheduler = Scheduler(
                 kube,
                 informers,
                 recorder,
-                SchedulerOptions(o.scheduler_name, o.period, o.config),
+                SchedulerOptions(o.scheduler_name, o.period, o.config, config_map=o.config_map),
                 self.metrics,
                 is_leader=(lambda: elector.is_leader) if elector else None,
             )
