@@ -80,8 +80,10 @@ def test_one_leader_at_a_time_and_handover(kubeconfig: str) -> None:
             time.sleep(0.05)
         leader = next(e for e in electors if e.is_leader)
         other = next(e for e in electors if not e.is_leader)
-        leader.stop(release=True)
+        started = time.monotonic()
+        leader.stop(release=False)  # a crash: the Lease is not handed back
         eventually(lambda: other.is_leader, timeout=5)
+        assert time.monotonic() - started >= 0.8  # only after the lease ran out
         lease = kubes[0].get(LEASES, "lock", "default")
         assert lease["spec"]["holderIdentity"] == other.identity
         assert lease["spec"]["leaseTransitions"] >= 1
