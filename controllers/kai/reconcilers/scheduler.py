@@ -167,6 +167,8 @@ class Scheduler:
         self._config_version: str | None = None
         self._unsupported: set[str] = set()
         self.pool = ThreadPoolExecutor(self.options.workers, thread_name_prefix="sched-write")
+        # PodGroup annotations and conditions go through a narrower lane: binds come first
+        self.status_pool = ThreadPoolExecutor(2, thread_name_prefix="sched-status")
         self._created: dict[tuple[str, str], tuple[dict[str, Any], float]] = {}
         self._created_lock = threading.Lock()
         self._reported: dict[str, str] = {}  # object uid -> last problem reported
@@ -193,6 +195,7 @@ class Scheduler:
             self._thread.join(timeout=30)
             self._thread = None
         self.pool.shutdown(wait=True, cancel_futures=True)
+        self.status_pool.shutdown(wait=True, cancel_futures=True)
 
     def _loop(self) -> None:
         while not self._stop.is_set():
@@ -503,7 +506,7 @@ class Scheduler:
             elif not stale and STALE_SINCE in annotations:
                 patch_md[STALE_SINCE] = None
             if patch_md:
-                self.pool.submit(
+                self.status_pool.submit(
                     self._patch, PODGROUPS, pg, {"metadata": {"annotations": patch_md}}
                 )
             reasons = result.job_reasons.get(job.uid)
@@ -512,7 +515,7 @@ class Scheduler:
             elif not reasons and self._conditions.get(job.uid) is not None:
                 self._conditions.pop(job.uid, None)
                 if (pg.get("status") or {}).get("schedulingConditions"):
-                    self.pool.submit(
+                    self.status_pool.submit(
                         self._patch,
                         PODGROUPS,
                         pg,
@@ -549,7 +552,7 @@ class Scheduler:
             "lastTransitionTime": rfc3339(),
             "status": "True",
         }
-        self.pool.submit(
+        self.status_pool.submit(
             self._patch, PODGROUPS, pg, {"status": {"schedulingConditions": [condition]}}, "status"
         )
         self.recorder.event(pg, "Warning", "Unschedulable", text)

@@ -196,7 +196,7 @@ class System:
                 self.metrics,
                 is_leader=(lambda: elector.is_leader) if elector else None,
             )
-            status = StatusWriter(kube, informers["queues"], period=o.status_period)
+            status = StatusWriter(kube, informers["queues"], period=o.status_period, workers=2)
             scheduler.result_listeners.append(status)
             informers.start()
             self.stoppers.append(informers.stop)
