@@ -27,6 +27,7 @@ import sys
 import time
 import tracemalloc
 from dataclasses import replace
+from pathlib import Path
 
 from kai.scheduler.session import run_session
 from kai.scheduler.snapshot import (
@@ -251,6 +252,33 @@ def bench(
     }
 
 
+def full_cycle(nodes: int, repeat: int) -> None:
+    """All five actions on the allocate benchmark's generated cluster (bench/generate_cluster.py:
+    ~40% of the GPUs busy, 10 pending pods per node): what the victim actions add to a cycle."""
+    sys.path.insert(0, str(Path(__file__).parent))
+    from generate_cluster import generate
+    from generate_cluster import to_snapshot as generated_snapshot
+    from kai.scheduler.errors import KNOWN_ACTIONS
+
+    snapshot = generated_snapshot(generate(nodes, 1))
+    for actions in (["allocate"], list(KNOWN_ACTIONS)):
+        cpu: list[float] = []
+        wall: list[float] = []
+        result = None
+        for _ in range(repeat):
+            start, cpu_start = time.perf_counter(), time.process_time()
+            result = run_session(snapshot, actions)
+            cpu.append(time.process_time() - cpu_start)
+            wall.append(time.perf_counter() - start)
+        assert result is not None
+        print(
+            f"| {nodes} | {', '.join(actions)} | {len(result.binds)} | {len(result.pipelined)} "
+            f"| {len(result.evictions)} | {statistics.median(wall):.2f} "
+            f"| {statistics.median(cpu):.2f} |",
+            flush=True,
+        )
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("nodes", nargs="*", type=int, default=[1000, 2000])
@@ -269,7 +297,18 @@ def main(argv: list[str] | None = None) -> int:
         help="the unsuccessful case: one non-preemptible task per node, GANGS pending gangs of "
         "whole nodes that cannot fit",
     )
+    parser.add_argument(
+        "--full-cycle",
+        action="store_true",
+        help="instead: allocate alone vs all five actions on the allocate benchmark's cluster",
+    )
     args = parser.parse_args(argv)
+    if args.full_cycle:
+        print("| nodes | actions | binds | pipelined | evictions | median wall s | median CPU s |")
+        print("|---:|---|---:|---:|---:|---:|---:|")
+        for nodes in args.nodes:
+            full_cycle(nodes, args.repeat)
+        return 0
     print(
         f"# reclaim bench, {args.task_gpus}-GPU tasks, {args.queues} train queue(s), "
         f"{args.blocked or 'no'} blocked gang(s), "
