@@ -76,6 +76,24 @@ def _pod_row(o: dict[str, Any]) -> list[Any]:
     ]
 
 
+def _event_row(o: dict[str, Any]) -> list[Any]:
+    seen = (
+        o.get("lastTimestamp")
+        or ((o.get("series") or {}).get("lastObservedTime"))
+        or o.get("eventTime")
+        or o["metadata"].get("creationTimestamp")
+    )
+    involved = o.get("involvedObject") or {}
+    return [
+        age(seen),
+        o.get("type", ""),
+        o.get("reason", ""),
+        f"{str(involved.get('kind', '')).lower()}/{involved.get('name', '')}",
+        o.get("message", ""),
+        o["metadata"]["name"],
+    ]
+
+
 def _node_row(o: dict[str, Any]) -> list[Any]:
     conds = {
         c.get("type"): c.get("status") for c in (o.get("status") or {}).get("conditions") or []
@@ -142,18 +160,14 @@ _EXTRA: dict[tuple[str, str], tuple[list[Column], Any]] = {
     ),
     ("", "events"): (
         [
+            ("Last Seen", "string", 0),
             ("Type", "string", 0),
             ("Reason", "string", 0),
             ("Object", "string", 0),
             ("Message", "string", 0),
+            ("Name", "string", 1),
         ],
-        lambda o: [
-            o.get("type", ""),
-            o.get("reason", ""),
-            f"{(o.get('involvedObject') or {}).get('kind', '').lower()}/"
-            f"{(o.get('involvedObject') or {}).get('name', '')}",
-            o.get("message", ""),
-        ],
+        _event_row,
     ),
 }
 
@@ -189,18 +203,28 @@ def to_table(
     table_version: str,
 ) -> dict[str, Any]:
     extra, row_fn = _columns(rt, version)
-    has_age = any(name == "Age" for name, _, _ in extra)
-    defs = [
-        {
-            "name": "Name",
-            "type": "string",
-            "format": "name",
-            "priority": 0,
-            "description": "Name must be unique within a namespace.",
-        }
-    ]
+    has_age = any(name in ("Age", "Last Seen") for name, _, _ in extra)
+    own_name = any(name == "Name" for name, _, _ in extra)  # the row places the name itself
+    defs = []
+    if not own_name:
+        defs.append(
+            {
+                "name": "Name",
+                "type": "string",
+                "format": "name",
+                "priority": 0,
+                "description": "Name must be unique within a namespace.",
+            }
+        )
     defs += [
-        {"name": n, "type": t, "format": "", "priority": p, "description": n} for n, t, p in extra
+        {
+            "name": n,
+            "type": t,
+            "format": "name" if n == "Name" else "",
+            "priority": p,
+            "description": n,
+        }
+        for n, t, p in extra
     ]
     if not has_age:
         defs.append(
@@ -214,7 +238,7 @@ def to_table(
         )
     rows = []
     for o in items:
-        cells = [o["metadata"]["name"], *row_fn(o)]
+        cells = [*row_fn(o)] if own_name else [o["metadata"]["name"], *row_fn(o)]
         if not has_age:
             cells.append(age(o["metadata"].get("creationTimestamp")))
         row: dict[str, Any] = {"cells": cells}
