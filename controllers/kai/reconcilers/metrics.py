@@ -187,8 +187,13 @@ class MetricsServer:
                 self.end_headers()
                 self.wfile.write(body)
 
-        self.httpd = ThreadingHTTPServer((host, port), Handler)
-        self.httpd.daemon_threads = True
+        class Server(ThreadingHTTPServer):
+            daemon_threads = True
+
+            def handle_error(self, request: Any, client_address: Any) -> None:
+                return  # a scraper hanging up early is not worth a traceback
+
+        self.httpd = Server((host, port), Handler)
         self.port = self.httpd.server_address[1]
         self._thread = threading.Thread(
             target=self.httpd.serve_forever, kwargs={"poll_interval": 0.2}, daemon=True

@@ -532,6 +532,19 @@ def parse_topology(obj: dict[str, Any]) -> TopologySpec:
     return TopologySpec(name=str(md.get("name") or ""), levels=levels, aliases=aliases)
 
 
+def _pod_key(md: Mapping[str, Any]) -> Any:
+    """What a pod's parse depends on. A pod changes resourceVersion several times on its way
+    (grouped, bound, Running) without changing what it asks for: with ``metadata.generation``
+    (bumped on every spec change) plus labels and annotations the parse is reused across those
+    updates; without a generation, the resourceVersion decides."""
+    generation = md.get("generation")
+    if generation is None:
+        return str(md.get("resourceVersion") or "")
+    labels = md.get("labels") or {}
+    annotations = md.get("annotations") or {}
+    return (generation, tuple(labels.items()), tuple(annotations.items()))
+
+
 # -- the whole snapshot -------------------------------------------------------------------
 @dataclass
 class BuiltSnapshot:
@@ -551,7 +564,7 @@ class SnapshotBuilder:
     def __init__(self, scheduler_name: str, config: SchedulerConfig | None = None) -> None:
         self.scheduler_name = scheduler_name
         self.config = config or SchedulerConfig()
-        self._pods: dict[str, tuple[str, PodInfo | ObjectError]] = {}
+        self._pods: dict[str, tuple[Any, PodInfo | ObjectError]] = {}
         # parsed nodes and PodGroups by uid: (cache key, result)
         self._nodes: dict[str, tuple[tuple[Any, ...], NodeSpec | ObjectError]] = {}
         self._podgroups: dict[str, tuple[tuple[Any, ...], JobSpec | ObjectError]] = {}
@@ -596,15 +609,15 @@ class SnapshotBuilder:
     def _pod_info(self, pod: dict[str, Any]) -> PodInfo | ObjectError:
         md = pod.get("metadata") or {}
         uid = str(md.get("uid") or "")
-        rv = str(md.get("resourceVersion") or "")
+        key = _pod_key(md)
         hit = self._pods.get(uid)
-        if hit is not None and hit[0] == rv:
+        if hit is not None and hit[0] == key:
             return hit[1]
         try:
             info: PodInfo | ObjectError = parse_pod(pod)
         except ObjectError as exc:
             info = exc
-        self._pods[uid] = (rv, info)
+        self._pods[uid] = (key, info)
         return info
 
     def build(
