@@ -6,6 +6,7 @@ other kind gets NAME and AGE."""
 
 from __future__ import annotations
 
+import json
 from datetime import UTC, datetime
 from typing import Any
 
@@ -53,6 +54,16 @@ def _jsonpath(obj: Any, path: str) -> Any:
         if cur is None:
             return None
     return cur
+
+
+def _cell(value: Any) -> Any:
+    """A printer-column cell: scalars as they are, lists and maps as compact JSON (as the real
+    API server renders them, e.g. ``["a","b"]``), a missing value as ``<none>``."""
+    if value is None:
+        return "<none>"
+    if isinstance(value, (bool, int, float, str)):
+        return value
+    return json.dumps(value, separators=(",", ":"), sort_keys=True)
 
 
 def _pod_row(o: dict[str, Any]) -> list[Any]:
@@ -188,7 +199,7 @@ def _columns(rt: ResourceType, version: str) -> tuple[list[Column], Any]:
             v = _jsonpath(o, c.get("jsonPath", ""))
             if c.get("type") == "date":
                 v = age(v) if isinstance(v, str) else "<unknown>"
-            out.append("<none>" if v is None else v if isinstance(v, (int, float, str)) else str(v))
+            out.append(_cell(v))
         return out
 
     return defs, row
