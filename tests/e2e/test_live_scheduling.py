@@ -116,6 +116,16 @@ def test_unschedulable_gang_waits_whole_and_says_why(cluster: Cluster) -> None:
     assert condition["reasons"] and condition["reasons"][0]["message"]
     eventually(lambda: _events(cluster, "work", "Unschedulable"))
     assert not any(p["spec"].get("nodeName") for p in _pods(cluster, "work"))
+
+    def scheduled_false() -> bool:
+        for pod in _pods(cluster, "work"):
+            conds = {c["type"]: c for c in pod["status"].get("conditions") or []}
+            cond = conds.get("PodScheduled")
+            if not cond or cond["status"] != "False" or cond["reason"] != "Unschedulable":
+                return False
+        return True
+
+    eventually(scheduled_false)
     assert not kube.list(BIND_REQUESTS, "work")["items"]
 
 

@@ -556,10 +556,37 @@ class Scheduler:
             self._patch, PODGROUPS, pg, {"status": {"schedulingConditions": [condition]}}, "status"
         )
         self.recorder.event(pg, "Warning", "Unschedulable", text)
+        mark = (pg.get("spec") or {}).get("markUnschedulable", True) is not False
         for task in job.tasks:
             pod = built.pods.get(task.uid)
             if pod is not None and task.status is TaskStatus.PENDING:
                 self.recorder.event(pod, "Warning", "Unschedulable", text)
+                if mark:
+                    self._mark_unschedulable(pod, text)
+
+    def _mark_unschedulable(self, pod: dict[str, Any], text: str) -> None:
+        """Pod condition ``PodScheduled=False/Unschedulable`` (what ``kubectl describe`` shows),
+        written only when its message changes."""
+        conditions = (pod.get("status") or {}).get("conditions") or []
+        current = next((c for c in conditions if c.get("type") == "PodScheduled"), None)
+        if (
+            current is not None
+            and current.get("status") == "False"
+            and (current.get("message") == text)
+        ):
+            return
+        condition = {
+            "type": "PodScheduled",
+            "status": "False",
+            "reason": "Unschedulable",
+            "message": text,
+            "lastProbeTime": None,
+            "lastTransitionTime": rfc3339(),
+        }
+        others = [c for c in conditions if c.get("type") != "PodScheduled"]
+        self.status_pool.submit(
+            self._patch, PODS, pod, {"status": {"conditions": [*others, condition]}}, "status"
+        )
 
     def _patch(self, res: Any, obj: dict[str, Any], patch: dict[str, Any], sub: str = "") -> None:
         try:
