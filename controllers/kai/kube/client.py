@@ -13,16 +13,18 @@ from __future__ import annotations
 
 import logging
 import os
+import time
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
-from urllib.parse import quote
+from urllib.parse import quote, urlencode
 
 import orjson
 
 JSON = "application/json"
 MERGE_PATCH = "application/merge-patch+json"
 JSON_PATCH = "application/json-patch+json"
+AUTH_TTL = 30.0  # seconds the client's auth headers are reused
 
 
 class KubeError(Exception):
@@ -128,6 +130,7 @@ class Kube:
     def __init__(self, api_client: Any, request_timeout: float = 30.0) -> None:
         self.api = api_client
         self.request_timeout = request_timeout
+        self._auth: tuple[float, dict[str, str]] | None = None
         # urllib3 logs a warning each time it re-opens a keep-alive connection that the server
         # closed after a watch ended; that is routine here, and retried anyway.
         logging.getLogger("urllib3.connectionpool").setLevel(logging.ERROR)
@@ -146,6 +149,19 @@ class Kube:
         self.api.close()
 
     # -- plumbing --------------------------------------------------------------------------
+    def _headers(self) -> dict[str, str]:
+        """The client's own headers (Authorization from the kubeconfig, User-Agent...), asked
+        of ``ApiClient.param_serialize`` at most every ``AUTH_TTL`` seconds: a refreshable token
+        (exec plugin) is picked up again then, or at once after a 401."""
+        now = time.monotonic()
+        cached = self._auth
+        if cached is None or now - cached[0] > AUTH_TTL:
+            _, _, headers, _, _ = self.api.param_serialize(
+                "GET", "/", header_params={"Accept": JSON}, auth_settings=["BearerToken"]
+            )
+            cached = self._auth = (now, dict(headers))
+        return cached[1]
+
     def _send(
         self,
         method: str,
@@ -156,45 +172,41 @@ class Kube:
         content_type: str = JSON,
         timeout: float | tuple[float, float] | None = None,
     ) -> Any:
+        """One request over the client's connection pool (its TLS, proxy and retry settings).
+
+        The generated request path of the client costs more CPU than the HTTP exchange itself
+        at thousands of requests per second (``sanitize_for_serialization`` walks every body and
+        header, the stdlib json encodes it): bodies are encoded with orjson and the headers are
+        the client's, cached (see :meth:`_headers`).
+        """
         import urllib3
-        from kubernetes.client.exceptions import ApiException
+        from kubernetes.client.rest import RESTResponse
 
-        headers = {"Accept": JSON}
-        if body is not None:
-            headers["Content-Type"] = content_type
-        # The body is left out of param_serialize: the client would walk every dict
-        # (sanitize_for_serialization) and encode it with the stdlib json; orjson does it at a
-        # fraction of the cost. Auth headers, TLS and the connection pool stay the client's.
-        _, url, header_params, _, _ = self.api.param_serialize(
-            method,
-            path,
-            query_params=_query(params),
-            header_params=headers,
-            auth_settings=["BearerToken"],
-        )
+        query = _query(params)
+        url = self.api.configuration.host + path + ("?" + urlencode(query) if query else "")
+        data = orjson.dumps(body) if body is not None else None
         limit = timeout if timeout is not None else self.request_timeout
-        try:
-            if body is not None:
-                from kubernetes.client.rest import RESTResponse
-
-                if isinstance(limit, tuple):
-                    t = urllib3.Timeout(connect=limit[0], read=limit[1])
-                else:
-                    t = urllib3.Timeout(total=limit)
+        if isinstance(limit, tuple):
+            t = urllib3.Timeout(connect=limit[0], read=limit[1])
+        else:
+            t = urllib3.Timeout(total=limit)
+        for attempt in range(2):
+            headers = dict(self._headers())
+            if data is not None:
+                headers["Content-Type"] = content_type
+            try:
                 raw = self.api.rest_client.pool_manager.request(
-                    method,
-                    url,
-                    body=orjson.dumps(body),
-                    headers=header_params,
-                    timeout=t,
-                    preload_content=False,
+                    method, url, body=data, headers=headers, timeout=t, preload_content=False
                 )
-                return RESTResponse(raw)
-            return self.api.call_api(method, url, header_params, None, None, _request_timeout=limit)
-        except ApiException as exc:  # some transports raise for non-2xx themselves
-            raise ApiError(exc.status or 0, _decode(exc.body), f"{method} {path}") from exc
-        except (urllib3.exceptions.HTTPError, OSError) as exc:
-            raise TransientError(f"{method} {path}: {type(exc).__name__}: {exc}") from exc
+            except (urllib3.exceptions.HTTPError, OSError) as exc:
+                raise TransientError(f"{method} {path}: {type(exc).__name__}: {exc}") from exc
+            if raw.status == 401 and attempt == 0:
+                raw.drain_conn()
+                raw.release_conn()
+                self._auth = None  # the token may have expired: ask the client again
+                continue
+            return RESTResponse(raw)
+        raise AssertionError("unreachable")
 
     def request(
         self,
