@@ -538,19 +538,21 @@ def replay_places(
     """Would the next cycle's allocate place every task of ``must_place``?
 
     Evicted and moved tasks are recreated pending in the next cycle, and the job that needed the
-    room is pending again: allocate re-places them all, together with every other pending job,
-    in its own order. If that order gives the room to somebody else (a moved task going back
-    where it was, an evicted job of a queue that sorts first with another head job), the job
-    does not get it, and the same evictions repeat every cycle — a loop. This replays that
-    allocate (``involved`` tasks unplaced; jobs in scheduling order; capacity, gang and topology
-    rules as allocate applies them) until every ``must_place`` task is placed or the job owning
-    one of them was tried and failed, and leaves the session exactly as it found it.
+    room is pending again: allocate re-places them in its own order. If that order gives the room
+    back to a victim (a moved task going back where it was; an evicted job whose queue sorts
+    first because another job heads the reclaimer's queue), the job does not get it, and the same
+    evictions repeat every cycle — a loop. This replays that allocate: ``involved`` tasks
+    unplaced, every ready pending job in scheduling order, but — as in KAI's victim simulation —
+    only the job and its victims are placed; the others are popped and skipped, they only shape
+    the order (room they would take goes to a more deserving job, which is progress, not a
+    loop). It stops once every ``must_place`` task is placed or the job owning one of them was
+    tried and failed, and leaves the session exactly as it found it.
 
     ``keys`` caches the order keys of jobs the replay does not change and ``pending`` lists the
     session's ready pending jobs (both valid until the cluster changes). After ``REPLAY_LIMIT``
-    other jobs were tried first, the answer is no: with that many jobs ahead, the room would
-    most likely go to one of them.
+    victim jobs were tried first, the answer is no.
     """
+
     from kai.scheduler.gang import tasks_to_allocate
     from kai.scheduler.job_queue import JobsOrderByQueues
     from kai.scheduler.ordering import job_order_key
@@ -600,15 +602,19 @@ def replay_places(
         return True
 
     try:
+        jobs = _replay_jobs(session, pending, involved)
         order = JobsOrderByQueues(
             session.queue_tree.roots,
-            _replay_jobs(session, pending, involved),
+            jobs,
             proportion.order_key,
             key,
             lambda job: requests[job.uid],
         )
+        contenders = set(changed)  # the job and its victims; everybody else only orders
         tried = 0
         while (job := order.pop()) is not None:
+            if id(job) not in contenders:
+                continue  # unrelated jobs are popped but not placed (see above)
             tasks = tasks_to_allocate(job)
             if not tasks:
                 continue
@@ -617,7 +623,6 @@ def replay_places(
                 if tried > REPLAY_LIMIT:
                     return False
             if place(job, tasks):
-                changed.add(id(job))
                 if all(t.node >= 0 for t in must_place):
                     return True
                 if job.pending > 0:
