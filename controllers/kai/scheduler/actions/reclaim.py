@@ -15,6 +15,7 @@ evicted and left out of the final fairness check.
 
 from __future__ import annotations
 
+from functools import partial
 from typing import TYPE_CHECKING
 
 from kai.scheduler.actions.eviction_common import Context, note, run_jobs
@@ -66,7 +67,7 @@ def _attempt(
             continue
         protected = context.memo(
             ("reclaim-protected", job.queue, victim.uid),
-            lambda victim=victim: reclaim_protected(session, job, victim),  # type: ignore[misc]
+            partial(reclaim_protected, session, job, victim),
         )
         candidates.extend(context.units(victim, extras_only=protected))
     candidates = reachable(session, tasks, candidates)
