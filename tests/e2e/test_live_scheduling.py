@@ -263,3 +263,18 @@ def test_gitops_rendered_settings_reach_the_live_scheduler(cluster: Cluster) -> 
     )
     eventually(lambda: _events(cluster, "kai-scheduler", "InvalidConfig"))
     assert system.scheduler.builder.config.k_value == 1.5
+
+
+def test_reservation_pod_goes_when_its_last_fraction_pod_ends(cluster: Cluster) -> None:
+    kube = cluster.kube
+    kube.create(QUEUES, queue("team"))
+    ensure_namespace(kube, "work")
+    make_nodes(cluster, 1, gpus=1)
+    cluster.start_system()
+    kube.create(PODS, pod_manifest("brief", "work", "team", fraction=0.5, duration=0.5))
+    eventually(lambda: _pods(cluster, "kai-resource-reservation"))
+    eventually(lambda: kube.get(PODS, "brief", "work")["status"].get("phase") == "Succeeded")
+    eventually(lambda: not _pods(cluster, "kai-resource-reservation"), timeout=20)
+    # the device is free again: a whole-GPU pod fits on the single-GPU node
+    kube.create(PODS, pod_manifest("whole", "work", "team", gpus=1))
+    eventually(lambda: kube.get(PODS, "whole", "work")["status"].get("phase") == "Running")
