@@ -207,3 +207,38 @@ def test_units_of_a_job_with_subgroups_extras_then_surplus_member_then_gang() ->
     ]
     protected = job_units(session, session.jobs[0], extras_only=True)
     assert [u.kind for u in protected] == [EXTRA, MEMBER]
+
+
+# ------------------------------------------------------------------ the stability replay
+def _room_taker_case(u0_delayed: bool) -> Snapshot:
+    """q0 (quota 0) holds both GPUs; q1's p0 may reclaim one. q2 (queue priority 200) has u0,
+    which allocate would serve first next cycle; with a preemption delay u0 cannot reclaim now."""
+    victims = [
+        job("v0", [task("v0-0", status="Running", node_name="n0")], queue_name="q0", age=20),
+        job("v1", [task("v1-0", status="Running", node_name="n0")], queue_name="q0", age=10),
+    ]
+    p0 = job("p0", [task("p0-0")], queue_name="q1", age=5)
+    u0 = job("u0", [task("u0-0")], queue_name="q2", age=5)
+    if u0_delayed:
+        u0.preemption_delay = 3600.0
+    queues = [
+        queue("q0", gpu=(0, -1, 1), rank=0),
+        queue("q1", gpu=(1, -1, 1), rank=1),
+        queue("q2", gpu=(1, -1, 1), rank=2, priority=200),
+    ]
+    return cluster([node("n0", gpus=2)], [*victims, p0, u0], queues)
+
+
+def test_room_taken_by_a_more_deserving_job_does_not_block_a_reclaim() -> None:
+    # the next cycle's allocate would give v1's GPU to u0 first: that is progress, not a loop
+    got = statuses(run_session(_room_taker_case(u0_delayed=True), ["reclaim"]))
+    assert got["v1-0"] == ("Releasing", "n0")
+    assert got["p0-0"] == ("Pipelined", "n0")
+    assert got["u0-0"] == ("Pending", None)
+
+
+def test_the_more_deserving_job_reclaims_first_when_it_may() -> None:
+    got = statuses(run_session(_room_taker_case(u0_delayed=False), ["reclaim"]))
+    assert got["u0-0"] == ("Pipelined", "n0")
+    assert got["p0-0"] == ("Pipelined", "n0")
+    assert {got["v0-0"][0], got["v1-0"][0]} == {"Releasing"}
