@@ -14,7 +14,8 @@ lets the pending job fit (doubling then binary search over the prefix length: O(
 each a checkpoint, evictions, a placement attempt and a rollback), keeps only the units that sit
 on nodes the job actually uses, drops any unit that is still not needed, and finally tries to
 re-place ("consolidate") the victims elsewhere when the action allows it. Evictions beyond what
-the job needs are thus impossible by construction: each kept unit is needed.
+the job needs are thus impossible by construction: each kept unit is needed. Before committing,
+:mod:`kai.scheduler.replay` checks that the next cycle would not undo the result.
 """
 
 from __future__ import annotations
@@ -140,10 +141,10 @@ def _tasks_under(node: PodSet | SubGroupSet) -> list[TaskInfo]:
 
 
 def _resources(session: Session, tasks: Iterable[TaskInfo]) -> Vector:
-    return _sum_vectors(session.queue_vector(task, task.node) for task in tasks)
+    return sum_vectors(session.queue_vector(task, task.node) for task in tasks)
 
 
-def _sum_vectors(vectors: Iterable[Vector]) -> Vector:
+def sum_vectors(vectors: Iterable[Vector]) -> Vector:
     gpu = cpu = memory = 0.0
     for vec in vectors:
         gpu += vec[0]
@@ -154,7 +155,7 @@ def _sum_vectors(vectors: Iterable[Vector]) -> Vector:
 
 def pending_request(session: Session, tasks: Iterable[TaskInfo]) -> Vector:
     """What the tasks ask of their queue (fair-share accounting)."""
-    return _sum_vectors(session.pending_queue_vector(t.spec) for t in tasks)
+    return sum_vectors(session.pending_queue_vector(t.spec) for t in tasks)
 
 
 def _unit_key(unit: VictimUnit) -> tuple[object, ...]:
@@ -282,7 +283,7 @@ class VictimSolver:
         self.job = job
         self.tasks = tasks
         self.reason = reason
-        self.capacity = _sum_vectors(session.capacity_vector(t.spec) for t in tasks)
+        self.capacity = sum_vectors(session.capacity_vector(t.spec) for t in tasks)
         #: order keys of jobs for the stability replay, shared by the searches of one action
         self.replay_keys: dict[str, tuple[tuple[object, ...], Vector]] | None = None
         #: the session's ready pending jobs, shared likewise (None: computed per replay)
@@ -402,7 +403,7 @@ class VictimSolver:
         validate: Validator | None,
     ) -> Solution | None:
         """Evict ``units``, pipeline the job, re-place victims when ``move``; validate; check
-        that the next cycle's allocate would keep the job placed (:func:`replay_places`). On
+        that the next cycle's allocate would keep the job placed (:mod:`kai.scheduler.replay`). On
         failure the statement is rolled back to where it was and None is returned."""
         cp = self.statement.checkpoint()
         self._evict(units)
@@ -424,6 +425,8 @@ class VictimSolver:
         involved = [*self.tasks, *(t for u in units for t in u.tasks)]
         # consolidation promises every moved task a place: the replay must keep that promise too
         keep = involved if all_must_move else self.tasks
+        from kai.scheduler.replay import replay_places
+
         if not replay_places(self.session, involved, keep, self.replay_keys, self.pending_jobs):
             self.statement.rollback(cp)
             return None
@@ -522,132 +525,3 @@ def preemptor_candidates(
             continue
         out.append(job)
     return out
-
-
-#: jobs the replay may try before giving up on the job it checks (then: assume it is not placed)
-REPLAY_LIMIT = 256
-
-
-def replay_places(
-    session: Session,
-    involved: list[TaskInfo],
-    must_place: list[TaskInfo],
-    keys: dict[str, tuple[tuple[object, ...], Vector]] | None = None,
-    pending: list[JobInfo] | None = None,
-) -> bool:
-    """Would the next cycle's allocate place every task of ``must_place``?
-
-    Evicted and moved tasks are recreated pending in the next cycle, and the job that needed the
-    room is pending again: allocate re-places them in its own order. If that order gives the room
-    back to a victim (a moved task going back where it was; an evicted job whose queue sorts
-    first because another job heads the reclaimer's queue), the job does not get it, and the same
-    evictions repeat every cycle — a loop. This replays that allocate: ``involved`` tasks
-    unplaced, every ready pending job in scheduling order, but — as in KAI's victim simulation —
-    only the job and its victims are placed; the others are popped and skipped, they only shape
-    the order (room they would take goes to a more deserving job, which is progress, not a
-    loop). It stops once every ``must_place`` task is placed or the job owning one of them was
-    tried and failed, and leaves the session exactly as it found it.
-
-    ``keys`` caches the order keys of jobs the replay does not change and ``pending`` lists the
-    session's ready pending jobs (both valid until the cluster changes). After ``REPLAY_LIMIT``
-    victim jobs were tried first, the answer is no.
-    """
-
-    from kai.scheduler.gang import tasks_to_allocate
-    from kai.scheduler.job_queue import JobsOrderByQueues
-    from kai.scheduler.ordering import job_order_key
-    from kai.scheduler.snapshot import TaskStatus
-    from kai.scheduler.topology_placement import constrained, place_tasks
-
-    saved = [(t, t.status, t.node, t.gpu_groups) for t in involved]
-    for task in involved:
-        session.set_placement(task, TaskStatus.PENDING, -1, ())
-    replay = Statement(session, "replay")
-    engine = session.engine
-    proportion = session.proportion
-    requests: dict[str, Vector] = {}
-    owners = {id(t.job) for t in must_place}
-    changed = {id(t.job) for t in involved}
-    cache = keys if keys is not None else {}
-
-    def key(job: JobInfo) -> tuple[object, ...]:
-        if id(job) not in changed and job.uid in cache:
-            order_key, request = cache[job.uid]
-        else:
-            order_key = job_order_key(job)
-            request = pending_request(session, tasks_to_allocate(job))
-            if id(job) not in changed:
-                cache[job.uid] = (order_key, request)
-        requests[job.uid] = request
-        return order_key
-
-    def place(job: JobInfo, tasks: list[TaskInfo]) -> bool:
-        capacity = _sum_vectors(session.capacity_vector(t.spec) for t in tasks)
-        if proportion.check_job_capacity(job.queue, capacity, job.preemptible) is not None:
-            return False
-        cp = replay.checkpoint()
-        if constrained(job) and place_tasks(session, job, tasks, replay) is not None:
-            return False
-        for task in tasks:
-            if task.node >= 0:
-                continue
-            choice = engine.choose(task)
-            if choice is None:
-                replay.rollback(cp)
-                return False
-            replay.allocate(task, choice.node, choice.gpu_groups)
-        if not job.gang_satisfied:
-            replay.rollback(cp)
-            return False
-        return True
-
-    try:
-        jobs = _replay_jobs(session, pending, involved)
-        order = JobsOrderByQueues(
-            session.queue_tree.roots,
-            jobs,
-            proportion.order_key,
-            key,
-            lambda job: requests[job.uid],
-        )
-        contenders = set(changed)  # the job and its victims; everybody else only orders
-        tried = 0
-        while (job := order.pop()) is not None:
-            if id(job) not in contenders:
-                continue  # unrelated jobs are popped but not placed (see above)
-            tasks = tasks_to_allocate(job)
-            if not tasks:
-                continue
-            if id(job) not in owners:
-                tried += 1
-                if tried > REPLAY_LIMIT:
-                    return False
-            if place(job, tasks):
-                if all(t.node >= 0 for t in must_place):
-                    return True
-                if job.pending > 0:
-                    order.push(job)
-            elif id(job) in owners:
-                return False
-        return all(t.node >= 0 for t in must_place)
-    finally:
-        replay.discard()
-        for task, status, node, groups in reversed(saved):
-            session.set_placement(task, status, node, groups)
-
-
-def pending_jobs(session: Session) -> list[JobInfo]:
-    return [j for j in session.jobs if j.pending > 0 and j.queue_ok and j.ready]
-
-
-def _replay_jobs(
-    session: Session, pending: list[JobInfo] | None, involved: list[TaskInfo]
-) -> list[JobInfo]:
-    if pending is None:
-        return pending_jobs(session)
-    jobs = {id(j): j for j in pending if j.pending > 0}
-    for task in involved:
-        job = task.job
-        if job.pending > 0 and job.queue_ok and job.ready:
-            jobs[id(job)] = job
-    return list(jobs.values())

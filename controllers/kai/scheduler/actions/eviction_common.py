@@ -18,13 +18,13 @@ from kai.scheduler.gang import tasks_to_allocate
 from kai.scheduler.job_queue import JobsOrderByQueues
 from kai.scheduler.jobs import JobInfo, TaskInfo
 from kai.scheduler.ordering import job_order_key
+from kai.scheduler.replay import pending_jobs
 from kai.scheduler.result import Reason
 from kai.scheduler.statement import Statement
 from kai.scheduler.victims import (
     VictimSolver,
     VictimUnit,
     job_units,
-    pending_jobs,
     pending_request,
     preemptor_candidates,
 )
@@ -45,7 +45,7 @@ class Context:
         self.session = session
         self._units: dict[tuple[str, bool], list[VictimUnit]] = {}
         self._memo: dict[tuple[object, ...], object] = {}
-        #: job order keys for the stability replay (see ``victims.replay_places``)
+        #: job order keys for the stability replay (see ``kai.scheduler.replay``)
         self.replay_keys: dict[str, tuple[tuple[object, ...], Vector]] = {}
         self._pending: list[JobInfo] | None = None
         self._victims: list[JobInfo] | None = None
