@@ -278,3 +278,28 @@ def test_reservation_pod_goes_when_its_last_fraction_pod_ends(cluster: Cluster) 
     # the device is free again: a whole-GPU pod fits on the single-GPU node
     kube.create(PODS, pod_manifest("whole", "work", "team", gpus=1))
     eventually(lambda: kube.get(PODS, "whole", "work")["status"].get("phase") == "Running")
+
+
+def test_mig_instances_on_a_mig_node(cluster: Cluster) -> None:
+    from kai.sim.nodes import NodeShape, create_nodes
+
+    kube = cluster.kube
+    kube.create(QUEUES, queue("team"))
+    ensure_namespace(kube, "work")
+    create_nodes(kube, 1, NodeShape(gpus=1, mig={"nvidia.com/mig-1g.10gb": 7}), prefix="mig")
+    cluster.start_system()
+    for i in range(2):
+        body = pod_manifest(f"slice-{i}", "work", "team")
+        body["spec"]["containers"][0]["resources"]["limits"] = {"nvidia.com/mig-1g.10gb": "1"}
+        kube.create(PODS, body)
+    eventually(
+        lambda: (
+            all(
+                p["status"].get("phase") == "Running" and p["spec"]["nodeName"] == "mig-00"
+                for p in _pods(cluster, "work")
+            )
+            and len(_pods(cluster, "work")) == 2
+        )
+    )
+    pod = kube.get(PODS, "slice-0", "work")
+    assert pod["metadata"]["annotations"]["received-resource-type"] == "MigInstance"

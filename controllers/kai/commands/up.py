@@ -28,6 +28,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--gpus-per-node", type=int, default=8, metavar="G", help="GPUs per node (default 8)"
     )
+    parser.add_argument(
+        "--mig-nodes",
+        type=int,
+        default=0,
+        metavar="M",
+        help="make M of the nodes MIG nodes (mixed strategy, 7 x nvidia.com/mig-1g.10gb per GPU)",
+    )
     parser.add_argument("--port", type=int, default=0, help="API server port (default: any free)")
     parser.add_argument("--host", default="127.0.0.1", help="API server address")
     parser.add_argument(
@@ -79,6 +86,9 @@ def run(args: argparse.Namespace) -> int:
     setup_logging(args.log_level)
     if args.nodes < 0 or args.gpus_per_node < 0:
         print("kai up: --nodes and --gpus-per-node must not be negative", file=sys.stderr)
+        return 2
+    if not 0 <= args.mig_nodes <= args.nodes:
+        print("kai up: --mig-nodes must be between 0 and --nodes", file=sys.stderr)
         return 2
     from kai.sim.system import default_gitops_path
 
@@ -143,14 +153,25 @@ def _up(
         queues = sum(1 for o in objects if o.get("kind") == "Queue")
         log_line(f"applied {queues} queues from {gitops}" if gitops else "no GitOps repository")
         shape = NodeShape(gpus=args.gpus_per_node)
-        create_nodes(kube, args.nodes, shape)
-        log_line(f"created {args.nodes} nodes x {args.gpus_per_node} GPUs")
+        create_nodes(kube, args.nodes - args.mig_nodes, shape)
+        if args.mig_nodes:
+            mig = {"nvidia.com/mig-1g.10gb": 7 * args.gpus_per_node}
+            create_nodes(
+                kube,
+                args.mig_nodes,
+                NodeShape(gpus=args.gpus_per_node, mig=mig),
+                prefix="mig-node",
+            )
+        log_line(
+            f"created {args.nodes} nodes x {args.gpus_per_node} GPUs"
+            + (f" ({args.mig_nodes} with MIG)" if args.mig_nodes else "")
+        )
         system = System(str(kubeconfig), SystemOptions(period=args.period)).start()
         if args.metrics_port:
             metrics = MetricsServer([system.metrics.registry], args.metrics_port).start()
         if not args.no_workloads:
             scale = args.workload_scale or max(1, args.nodes // 16)
-            mix = submit_sample_mix(kube, scale=scale)
+            mix = submit_sample_mix(kube, scale=scale, mig=args.mig_nodes > 0)
             log_line(f"submitted {len(mix.pods)} pods ({len(mix.jobs)} gang jobs)")
         print(f"kubeconfig: {kubeconfig}", flush=True)
         live = sys.stdout.isatty() and not args.headless

@@ -163,9 +163,10 @@ def submit_sample_mix(
     seed: int = 7,
     durations: tuple[float, float] | None = (60.0, 600.0),
     scheduler_name: str = "kai-scheduler",
+    mig: bool = False,
 ) -> Mix:
     """Per ``scale`` unit (about 16 nodes x 8 GPUs): 12 single-GPU pods, 8 fractional pods and
-    3 gang Jobs over the example queues, plus a few pods that cannot fit their queue's limit."""
+    3 gang Jobs over the example queues (and 4 MIG-instance pods with ``mig``)."""
     rng = random.Random(seed)
 
     def duration() -> float | None:
@@ -226,4 +227,17 @@ def submit_sample_mix(
             )
             jobs.append((ns, name))
             pods.extend((ns, p) for p in created)
+        for i in range(4 if mig else 0):
+            name = f"mig-{unit}-{i}"
+            body = pod_manifest(
+                name,
+                "online-eval",
+                "online-eval",
+                duration=duration(),
+                priority_class="inference",
+                scheduler_name=scheduler_name,
+            )
+            body["spec"]["containers"][0]["resources"]["limits"] = {"nvidia.com/mig-1g.10gb": "1"}
+            create_if_absent(kube, PODS, body)
+            pods.append(("online-eval", name))
     return Mix(pods=pods, jobs=jobs)
