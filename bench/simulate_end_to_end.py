@@ -1,7 +1,7 @@
 """``kai simulate`` end to end on generated scenarios (target: 1,000 nodes / 10,000 tasks < 5 s).
 
 ``python bench/simulate_end_to_end.py [NODES ...]`` (default 100 and 1000): writes a generated JSON
-scenario per size (see ``simulate_scenario_gen.py``), runs ``kai simulate --output json`` as a real
+scenario per size (see ``generate_cluster.py``), runs ``kai simulate --output json`` as a real
 process three times and prints the median wall time, then the in-process time of each phase
 (load+validate, snapshot, core session, node figures + JSON output).
 """
@@ -18,7 +18,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-from simulate_scenario_gen import generate
+from generate_cluster import generate
 
 
 def _kai() -> list[str]:
