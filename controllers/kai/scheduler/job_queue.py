@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import heapq
 import itertools
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from typing import Protocol, Self
 
 from kai.scheduler.fairshare.resources import Vector
@@ -54,7 +54,10 @@ class JobsOrderByQueues:
         job_key: JobKey,
         job_request: JobRequest,
         depth: int | None = None,
+        presorted: Mapping[str, list[tuple[tuple[object, ...], int, JobInfo]]] | None = None,
     ) -> None:
+        """``presorted``: further leaves' heaps as ascending ``(job key, seq, job)`` lists (with
+        unique keys; copied, not modified), for callers that keep them between orders."""
         self._queue_key = queue_key
         self._job_key = job_key
         self._job_request = job_request
@@ -82,6 +85,10 @@ class JobsOrderByQueues:
                 entries = entries[: max(depth, 0)]
             leaf.heap = [(key, next(self._seq), job) for key, _, job in entries]
             heapq.heapify(leaf.heap)
+        for name, sorted_entries in (presorted or {}).items():
+            if sorted_entries:
+                leaf = self._leaves[name]
+                leaf.heap = list(sorted_entries)  # an ascending list is a heap
 
     def push(self, job: JobInfo) -> None:
         leaf = self._leaves[job.queue]

@@ -161,6 +161,9 @@ class JobInfo:
     podsets: dict[str, PodSet]
     tasks: list[TaskInfo] = field(default_factory=list)
     queue_ok: bool = True
+    #: bumped by every placement change of one of its tasks (a cache stamp: an answer derived
+    #: from the job's state stays valid while the version is the same)
+    version: int = 0
 
     @property
     def uid(self) -> str:

@@ -9,6 +9,7 @@ that allocate inside the session and undoing everything afterwards.
 
 from __future__ import annotations
 
+import bisect
 from typing import TYPE_CHECKING
 
 from kai.scheduler.fairshare.resources import Vector
@@ -23,13 +24,67 @@ if TYPE_CHECKING:
 #: jobs the replay may try before giving up on the job it checks (then: assume it is not placed)
 REPLAY_LIMIT = 256
 
+#: a heap entry of the allocate order: (job order key, sequence number, job); keys end with the
+#: job's uid, so they are unique and a sorted list of entries is a valid heap
+Entry = tuple[tuple[object, ...], int, JobInfo]
+
+
+class ReplayOrder:
+    """The next cycle's allocate order, kept across the replays of one action run.
+
+    Building the order from scratch for every replay (every ready pending job's order key and
+    request, then a sort per leaf queue) cost most of a full cycle. Here each leaf's ready
+    pending jobs stay in a sorted entry list; before a replay, only the jobs whose
+    :attr:`JobInfo.version` changed since they were last seen (the replay's own involved jobs,
+    and those a committed search changed) are re-keyed and moved in their list. Requests are
+    computed only for jobs that head their leaf, and cached by version.
+    """
+
+    def __init__(self, session: Session) -> None:
+        self.session = session
+        self._seen: dict[int, int] = {}  # id(job) -> version its entry was made at
+        self._entries: dict[int, Entry] = {}  # id(job) -> its entry, while ready and pending
+        self._leaves: dict[str, list[Entry]] = {}  # leaf queue -> entries, sorted
+        self._requests: dict[int, tuple[int, Vector]] = {}  # id(job) -> (version, request)
+        self._seq = 0
+
+    def refresh(self) -> dict[str, list[Entry]]:
+        """Bring the entry lists up to date with the session; returns them (do not modify)."""
+        from kai.scheduler.ordering import job_order_key
+
+        seen = self._seen
+        for job in self.session.jobs:
+            if seen.get(id(job)) == job.version:
+                continue
+            seen[id(job)] = job.version
+            old = self._entries.pop(id(job), None)
+            if old is not None:
+                entries = self._leaves[job.queue]
+                del entries[bisect.bisect_left(entries, old)]
+            if job.pending > 0 and job.queue_ok and job.ready:
+                self._seq += 1
+                entry = (job_order_key(job), self._seq, job)
+                bisect.insort(self._leaves.setdefault(job.queue, []), entry)
+                self._entries[id(job)] = entry
+        return self._leaves
+
+    def request(self, job: JobInfo) -> Vector:
+        """What the job's next tasks ask of its queue, in its current state."""
+        from kai.scheduler.gang import tasks_to_allocate
+
+        cached = self._requests.get(id(job))
+        if cached is not None and cached[0] == job.version:
+            return cached[1]
+        request = pending_request(self.session, tasks_to_allocate(job))
+        self._requests[id(job)] = (job.version, request)
+        return request
+
 
 def replay_places(
     session: Session,
     involved: list[TaskInfo],
     must_place: list[TaskInfo],
-    keys: dict[str, tuple[tuple[object, ...], Vector]] | None = None,
-    pending: list[JobInfo] | None = None,
+    cache: ReplayOrder | None = None,
 ) -> bool:
     """Would the next cycle's allocate place every task of ``must_place``?
 
@@ -44,9 +99,9 @@ def replay_places(
     loop). It stops once every ``must_place`` task is placed or the job owning one of them was
     tried and failed, and leaves the session exactly as it found it.
 
-    ``keys`` caches the order keys of jobs the replay does not change and ``pending`` lists the
-    session's ready pending jobs (both valid until the cluster changes). After ``REPLAY_LIMIT``
-    victim jobs were tried first, the answer is no.
+    ``cache`` keeps the order between replays (see :class:`ReplayOrder`); without it one is
+    built for this replay alone. After ``REPLAY_LIMIT`` victim jobs were tried first, the answer
+    is no.
     """
 
     from kai.scheduler.gang import tasks_to_allocate
@@ -61,21 +116,8 @@ def replay_places(
     replay = Statement(session, "replay")
     engine = session.engine
     proportion = session.proportion
-    requests: dict[str, Vector] = {}
     owners = {id(t.job) for t in must_place}
-    changed = {id(t.job) for t in involved}
-    cache = keys if keys is not None else {}
-
-    def key(job: JobInfo) -> tuple[object, ...]:
-        if id(job) not in changed and job.uid in cache:
-            order_key, request = cache[job.uid]
-        else:
-            order_key = job_order_key(job)
-            request = pending_request(session, tasks_to_allocate(job))
-            if id(job) not in changed:
-                cache[job.uid] = (order_key, request)
-        requests[job.uid] = request
-        return order_key
+    order_cache = cache if cache is not None else ReplayOrder(session)
 
     def place(job: JobInfo, tasks: list[TaskInfo]) -> bool:
         capacity = sum_vectors(session.capacity_vector(t.spec) for t in tasks)
@@ -98,15 +140,15 @@ def replay_places(
         return True
 
     try:
-        jobs = _replay_jobs(session, pending, involved)
         order = JobsOrderByQueues(
             session.queue_tree.roots,
-            jobs,
+            (),
             proportion.order_key,
-            key,
-            lambda job: requests[job.uid],
+            job_order_key,
+            order_cache.request,
+            presorted=order_cache.refresh(),
         )
-        contenders = set(changed)  # the job and its victims; everybody else only orders
+        contenders = {id(t.job) for t in involved}  # everybody else only orders
         tried = 0
         while (job := order.pop()) is not None:
             if id(job) not in contenders:
@@ -130,20 +172,3 @@ def replay_places(
         replay.discard()
         for task, status, node, groups in reversed(saved):
             session.set_placement(task, status, node, groups)
-
-
-def pending_jobs(session: Session) -> list[JobInfo]:
-    return [j for j in session.jobs if j.pending > 0 and j.queue_ok and j.ready]
-
-
-def _replay_jobs(
-    session: Session, pending: list[JobInfo] | None, involved: list[TaskInfo]
-) -> list[JobInfo]:
-    if pending is None:
-        return pending_jobs(session)
-    jobs = {id(j): j for j in pending if j.pending > 0}
-    for task in involved:
-        job = task.job
-        if job.pending > 0 and job.queue_ok and job.ready:
-            jobs[id(job)] = job
-    return list(jobs.values())

@@ -232,6 +232,7 @@ class Session:
     ) -> None:
         old_status, old_node, old_groups = task.status, task.node, task.gpu_groups
         job = task.job
+        job.version += 1
         queues = account_queues and job.queue_ok
         if old_node >= 0:
             self._charge(task, old_status, old_node, old_groups, -1)

@@ -36,6 +36,7 @@ from kai.scheduler.statement import Statement
 if TYPE_CHECKING:
     from kai.scheduler.fairshare.queue_order import QueueOrderKey
     from kai.scheduler.queues import QueueInfo
+    from kai.scheduler.replay import ReplayOrder
     from kai.scheduler.session import Session
 
 EXTRA = 0  # an elastic extra task
@@ -284,10 +285,9 @@ class VictimSolver:
         self.tasks = tasks
         self.reason = reason
         self.capacity = sum_vectors(session.capacity_vector(t.spec) for t in tasks)
-        #: order keys of jobs for the stability replay, shared by the searches of one action
-        self.replay_keys: dict[str, tuple[tuple[object, ...], Vector]] | None = None
-        #: the session's ready pending jobs, shared likewise (None: computed per replay)
-        self.pending_jobs: list[JobInfo] | None = None
+        #: the stability replay's allocate order, shared by the searches of one action (None:
+        #: built for each replay)
+        self.replay_order: ReplayOrder | None = None
 
     # -- probes -------------------------------------------------------------------------------
     def _evict(self, units: Iterable[VictimUnit]) -> None:
@@ -427,7 +427,7 @@ class VictimSolver:
         keep = involved if all_must_move else self.tasks
         from kai.scheduler.replay import replay_places
 
-        if not replay_places(self.session, involved, keep, self.replay_keys, self.pending_jobs):
+        if not replay_places(self.session, involved, keep, self.replay_order):
             self.statement.rollback(cp)
             return None
         return solution

@@ -18,7 +18,7 @@ from kai.scheduler.gang import tasks_to_allocate
 from kai.scheduler.job_queue import JobsOrderByQueues
 from kai.scheduler.jobs import JobInfo, TaskInfo
 from kai.scheduler.ordering import job_order_key
-from kai.scheduler.replay import pending_jobs
+from kai.scheduler.replay import ReplayOrder
 from kai.scheduler.result import Reason
 from kai.scheduler.statement import Statement
 from kai.scheduler.victims import (
@@ -45,9 +45,9 @@ class Context:
         self.session = session
         self._units: dict[tuple[str, bool], list[VictimUnit]] = {}
         self._memo: dict[tuple[object, ...], object] = {}
-        #: job order keys for the stability replay (see ``kai.scheduler.replay``)
-        self.replay_keys: dict[str, tuple[tuple[object, ...], Vector]] = {}
-        self._pending: list[JobInfo] | None = None
+        #: the stability replay's allocate order (see ``kai.scheduler.replay``); it follows
+        #: the session's changes by itself
+        self.replay_order = ReplayOrder(session)
         self._victims: list[JobInfo] | None = None
         self._by_queue: dict[str, list[JobInfo]] = {}
 
@@ -84,17 +84,12 @@ class Context:
         self, statement: Statement, job: JobInfo, tasks: list[TaskInfo], reason: str
     ) -> VictimSolver:
         solver = VictimSolver(self.session, statement, job, tasks, reason)
-        solver.replay_keys = self.replay_keys
-        if self._pending is None:
-            self._pending = pending_jobs(self.session)
-        solver.pending_jobs = self._pending
+        solver.replay_order = self.replay_order
         return solver
 
     def changed(self) -> None:
         self._units.clear()
         self._memo.clear()
-        self.replay_keys.clear()
-        self._pending = None
         self._victims = None
 
 
