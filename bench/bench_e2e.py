@@ -202,7 +202,7 @@ def main(argv: list[str] | None = None) -> int:
     if metrics_port and not args.backlog:
         wait_until(lambda: _cycles(system, metrics_port) > 0, timeout=60, interval=0.5)
 
-    requests_before = server.request_count if server else 0
+    requests_before = _server_requests(kube)
     cycles_before = _cycles(system, metrics_port)
     pods = [
         pod_manifest(f"p-{i:05d}", "bench", "bench", gpus=1, cpu="1", memory="1Gi")
@@ -233,7 +233,13 @@ def main(argv: list[str] | None = None) -> int:
     finished = done.wait(args.timeout)
     t_end = time.monotonic()
     counting.clear()
-    requests = server.request_count - requests_before if server else 0
+    requests_after = _server_requests(kube)
+    by_kind = {
+        key: count - requests_before.get(key, 0)
+        for key, count in requests_after.items()
+        if count - requests_before.get(key, 0) > 0
+    }
+    requests = sum(by_kind.values())
     cycles = _cycles(system, metrics_port) - cycles_before
     last_cycle = _gauges(system, metrics_port)
     cpu = {name: _cpu_seconds(proc.pid) - cpu_before.get(name, 0.0) for name, proc in named}
@@ -269,8 +275,14 @@ def main(argv: list[str] | None = None) -> int:
         f"scheduling cycles: {cycles:.0f}; last cycle {last_cycle[0]:.0f} ms "
         f"(snapshot {last_cycle[1]:.0f} ms, writes {last_cycle[2]:.0f} ms)"
     )
+    print(
+        f"API requests during the run: {requests} ({requests / max(elapsed, 1e-9):.0f}/s, "
+        f"{requests / args.pods:.2f} per pod); per pod by verb and resource:"
+    )
+    for (verb, resource, sub), count in sorted(by_kind.items(), key=lambda kv: -kv[1]):
+        what = f"{resource}/{sub}" if sub else resource
+        print(f"  {verb:<7} {what:<28} {count / args.pods:6.2f}")
     if server is not None:
-        print(f"API requests during the run: {requests} ({requests / max(elapsed, 1e-9):.0f}/s)")
         print("stored writes per pod, by resource and event type:")
         for (resource, etype), count in sorted(writes.items(), key=lambda kv: -kv[1]):
             print(f"  {resource:<14} {etype:<9} {count / args.pods:6.2f}")
@@ -293,6 +305,21 @@ def _cpu_seconds(pid: int) -> float:
     except OSError:
         return 0.0
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def _server_requests(kube: Any) -> dict[tuple[str, str, str], int]:
+    """The API server's ``apiserver_request_total`` counters by (verb, resource, sub)."""
+    import re
+
+    _, text = kube.get_text("/metrics")
+    counts = {}
+    pattern = re.compile(
+        r'apiserver_request_total\{verb="([^"]*)",resource="([^"]*)",subresource="([^"]*)"\}'
+        r" (\d+)"
+    )
+    for match in pattern.finditer(text):
+        counts[(match[1], match[2], match[3])] = int(match[4])
+    return counts
 
 
 def _free_port() -> int:

@@ -21,6 +21,8 @@ from urllib.parse import quote, urlencode
 
 import orjson
 
+from kai.kube.plainhttp import ConnectionLost, PlainHTTP
+
 JSON = "application/json"
 MERGE_PATCH = "application/merge-patch+json"
 JSON_PATCH = "application/json-patch+json"
@@ -140,13 +142,34 @@ class Kube:
             pool.connection_pool_kw["maxsize"] = max(
                 32, int(pool.connection_pool_kw.get("maxsize") or 0)
             )
+        # plain http without a proxy: requests go through the lean client (plainhttp.py);
+        # TLS, proxies and watches use the official client's urllib3 pool
+        self._plain: PlainHTTP | None = None
+        self._plain_headers: tuple[dict[str, str], bytes] | None = None
+        cfg = api_client.configuration
+        host = str(getattr(cfg, "host", "") or "")
+        if host.startswith("http://") and not getattr(cfg, "proxy", None):
+            try:
+                self._plain = PlainHTTP(host)
+            except ValueError:
+                self._plain = None
 
     @classmethod
     def from_kubeconfig(cls, kubeconfig: str | None = None) -> Kube:
         return cls(load_api_client(kubeconfig))
 
     def close(self) -> None:
+        if self._plain is not None:
+            self._plain.close()
         self.api.close()
+
+    def get_text(self, path: str) -> tuple[int, str]:
+        """A GET answered with text (``/metrics``, ``/healthz``): (status, body)."""
+        if self._plain is not None:
+            status, payload = self._plain_request("GET", path, None, None, JSON)
+            return status, payload.decode(errors="replace")
+        response = self._send("GET", path)
+        return response.status, response.read().decode(errors="replace")
 
     # -- plumbing --------------------------------------------------------------------------
     def _headers(self) -> dict[str, str]:
@@ -208,6 +231,34 @@ class Kube:
             return RESTResponse(raw)
         raise AssertionError("unreachable")
 
+    def _plain_request(
+        self, method: str, path: str, params: Mapping[str, Any] | None, body: Any, ctype: str
+    ) -> tuple[int, bytes]:
+        assert self._plain is not None
+        query = _query(params)
+        target = path + ("?" + urlencode(query) if query else "")
+        data = orjson.dumps(body) if body is not None else None
+        for attempt in range(2):
+            headers = self._headers()
+            cached = self._plain_headers
+            if cached is None or cached[0] is not headers:
+                block = "".join(f"{k}: {v}\r\n" for k, v in headers.items()).encode("latin-1")
+                cached = self._plain_headers = (headers, block)
+            block = cached[1]
+            if data is not None:
+                block += f"Content-Type: {ctype}\r\n".encode("latin-1")
+            try:
+                status, payload = self._plain.request(
+                    method, target, block, data, self.request_timeout
+                )
+            except (ConnectionLost, OSError, ValueError) as exc:
+                raise TransientError(f"{method} {path}: {type(exc).__name__}: {exc}") from exc
+            if status == 401 and attempt == 0:
+                self._auth = None  # the token may have expired: ask the client again
+                continue
+            return status, payload
+        raise AssertionError("unreachable")
+
     def request(
         self,
         method: str,
@@ -219,6 +270,12 @@ class Kube:
     ) -> dict[str, Any]:
         import urllib3
 
+        if self._plain is not None:
+            status, payload = self._plain_request(method, path, params, body, content_type)
+            decoded = _decode(payload)
+            if not 200 <= status <= 299:
+                raise ApiError(status, decoded, f"{method} {path}")
+            return decoded or {}
         response = self._send(method, path, params=params, body=body, content_type=content_type)
         try:
             data = response.read()
@@ -364,6 +421,12 @@ class Kube:
                 yield orjson.loads(pending)
         except (urllib3.exceptions.HTTPError, OSError) as exc:
             raise TransientError(f"WATCH {path}: {type(exc).__name__}: {exc}") from exc
+        except AttributeError as exc:
+            # urllib3 reading a chunk after http.client dropped the socket file (fp is None):
+            # the stream was closed under it, which is a broken watch like any other
+            if "NoneType" not in str(exc):
+                raise
+            raise TransientError(f"WATCH {path}: the stream was closed: {exc}") from exc
         except orjson.JSONDecodeError as exc:
             raise TransientError(f"WATCH {path}: undecodable event: {exc}") from exc
         finally:

@@ -59,6 +59,8 @@ class ApiHTTPServer(ThreadingHTTPServer):
         self.core = core
         self.stopping = False
         self.request_count = 0
+        # requests by (verb, resource, subresource), as kube-apiserver's apiserver_request_total
+        self.request_counts: dict[tuple[str, str, str], int] = {}
 
 
 class _Headers(dict[str, str]):
@@ -115,6 +117,18 @@ def _parse_resource_path(parts: list[str]) -> Route | None:
     if len(rest) > 3:
         return None
     return Route(group, version, ns, plural, name, sub)
+
+
+def _verb(method: str, route: Route, q: dict[str, str]) -> str:
+    """kube-apiserver's verb names: GET is get, list or watch; DELETE of a collection is
+    deletecollection."""
+    if method == "GET":
+        if q.get("watch") in ("true", "1", "True"):
+            return "WATCH"
+        return "GET" if route.name is not None else "LIST"
+    if method == "DELETE" and route.name is None:
+        return "DELETECOLLECTION"
+    return "POST" if method == "POST" else method
 
 
 class ApiHandler(BaseHTTPRequestHandler):
@@ -281,6 +295,10 @@ class ApiHandler(BaseHTTPRequestHandler):
             route = _parse_resource_path(parts)
             if route is None:
                 raise ApiError(404, "the server could not find the requested resource", "NotFound")
+            verb = _verb(method, route, q)
+            counts = self.server.request_counts
+            key = (verb, route.plural, route.sub)
+            counts[key] = counts.get(key, 0) + 1
             self._resource(method, route, q, raw)
         except ApiError as err:
             self._error(err)
@@ -303,6 +321,8 @@ class ApiHandler(BaseHTTPRequestHandler):
             self._send(200, discovery.version_info(core.options.git_version))
         elif path in ("/healthz", "/readyz", "/livez"):
             self._send(200, b"ok", content_type="text/plain")
+        elif path == "/metrics":
+            self._send(200, self._metrics_text(), content_type="text/plain; version=0.0.4")
         elif path == "/api":
             host = self.headers.get("Host") or f"{core.options.host}:{core.options.port}"
             self._send(200, discovery.api_versions(host))
@@ -348,6 +368,20 @@ class ApiHandler(BaseHTTPRequestHandler):
         else:
             return False
         return True
+
+    def _metrics_text(self) -> bytes:
+        """``apiserver_request_total{verb,resource,subresource}`` in the text exposition
+        format (the counter kube-apiserver has under the same name)."""
+        lines = [
+            "# HELP apiserver_request_total Requests by verb, resource and subresource.",
+            "# TYPE apiserver_request_total counter",
+        ]
+        for (verb, resource, sub), count in sorted(dict(self.server.request_counts).items()):
+            lines.append(
+                f'apiserver_request_total{{verb="{verb}",resource="{resource}",'
+                f'subresource="{sub}"}} {count}'
+            )
+        return ("\n".join(lines) + "\n").encode()
 
     def _resource(self, method: str, route: Route, q: dict[str, str], raw: bytes) -> None:
         core = self.server.core
