@@ -53,6 +53,9 @@ class VictimUnit:
     kind: int  # EXTRA, MEMBER or CORE
     seq: int  # position of this unit among the job's units (units of a job are taken in order)
     resources: Vector = (0.0, 0.0, 0.0)  # queue-accounting vector of the tasks
+    #: equal for units alike for fairness (same queue, resources and extra-ness); set by the
+    #: victim actions' context, -1 until then
+    likeness: int = -1
 
     @property
     def queue(self) -> str:
@@ -238,6 +241,31 @@ def order_units(session: Session, units: Iterable[VictimUnit]) -> Iterator[Victi
             acc[0] += unit.resources[0]
             acc[1] += unit.resources[1]
             acc[2] += unit.resources[2]
+
+
+class UnitStream:
+    """A lazily produced unit sequence that may be iterated any number of times: units are
+    produced from ``source`` only when an iteration first gets that far, then kept."""
+
+    def __init__(self, source: Iterator[VictimUnit]) -> None:
+        self._source: Iterator[VictimUnit] | None = source
+        self._produced: list[VictimUnit] = []
+
+    def __iter__(self) -> Iterator[VictimUnit]:
+        produced = self._produced
+        i = 0
+        while True:
+            if i < len(produced):
+                yield produced[i]
+                i += 1
+                continue
+            if self._source is None:
+                return
+            unit = next(self._source, None)
+            if unit is None:
+                self._source = None
+                return
+            produced.append(unit)
 
 
 def _vec(v: list[float] | None) -> Vector | None:

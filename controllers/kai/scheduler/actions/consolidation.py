@@ -23,7 +23,6 @@ from kai.scheduler.victims import (
     VictimUnit,
     gpu_room,
     gpus_needed,
-    order_units,
     reachable,
 )
 
@@ -66,7 +65,7 @@ def _attempt(
     candidates = reachable(session, tasks, candidates)
     if not candidates:
         return True
-    ordered = _capped(list(islice(order_units(session, candidates), MAX_TRIED_UNITS)), session)
+    ordered = _capped(list(islice(context.ordered(candidates), MAX_TRIED_UNITS)), session)
     # the shortest prefix with room, then a few longer ones: moving more is not monotone
     prefix = solver.smallest_prefix(ordered)
     if prefix is None:

@@ -22,9 +22,12 @@ from kai.scheduler.replay import ReplayOrder
 from kai.scheduler.result import Reason
 from kai.scheduler.statement import Statement
 from kai.scheduler.victims import (
+    EXTRA,
+    UnitStream,
     VictimSolver,
     VictimUnit,
     job_units,
+    order_units,
     pending_request,
     preemptor_candidates,
 )
@@ -45,6 +48,9 @@ class Context:
         self.session = session
         self._units: dict[tuple[str, bool], list[VictimUnit]] = {}
         self._memo: dict[tuple[object, ...], object] = {}
+        self._orders: dict[tuple[object, ...], UnitStream] = {}
+        self._verdicts: dict[tuple[object, ...], dict[tuple[int, ...], bool]] = {}
+        self._likeness: dict[tuple[str, Vector, bool], int] = {}
         #: the stability replay's allocate order (see ``kai.scheduler.replay``); it follows
         #: the session's changes by itself
         self.replay_order = ReplayOrder(session)
@@ -71,8 +77,28 @@ class Context:
         cached = self._units.get(key)
         if cached is None:
             cached = job_units(self.session, job, extras_only)
+            for unit in cached:
+                alike = (unit.queue, unit.resources, unit.kind == EXTRA)
+                unit.likeness = self._likeness.setdefault(alike, len(self._likeness))
             self._units[key] = cached
         return cached
+
+    def ordered(self, candidates: list[VictimUnit]) -> UnitStream:
+        """``order_units(candidates)``, shared by every search of this run that has the same
+        candidates (in the same order) while the queues' allocations are the same: the order is
+        a function of exactly those (units live, and keep their ids, until ``changed``)."""
+        key = (self.session.proportion.state_key(), tuple(map(id, candidates)))
+        stream = self._orders.get(key)
+        if stream is None:
+            stream = UnitStream(order_units(self.session, candidates))
+            self._orders[key] = stream
+        return stream
+
+    def verdicts(self, key: tuple[object, ...]) -> dict[tuple[int, ...], bool]:
+        """A memo of fairness verdicts for one reclaimer side (its queue, request,
+        preemptibility and the queues' state before the search: ``key``), indexed by the
+        ``likeness`` of the victim units judged, in order (what the judgement depends on)."""
+        return self._verdicts.setdefault(key, {})
 
     def memo(self, key: tuple[object, ...], compute: Callable[[], bool]) -> bool:
         """A per-run memo for answers that only change when the cluster does."""
@@ -90,6 +116,8 @@ class Context:
     def changed(self) -> None:
         self._units.clear()
         self._memo.clear()
+        self._orders.clear()
+        self._verdicts.clear()
         self._victims = None
 
 

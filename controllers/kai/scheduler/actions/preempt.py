@@ -21,7 +21,6 @@ from kai.scheduler.victims import (
     VictimUnit,
     gpu_room,
     gpus_needed,
-    order_units,
     reachable,
     unit_gpus,
 )
@@ -58,7 +57,7 @@ def _attempt(
         return True
     if gpu_room(session) + sum(unit_gpus(u) for u in candidates) < gpus_needed(tasks) - 1e-9:
         return True
-    prefix = solver.smallest_prefix(order_units(session, candidates))
+    prefix = solver.smallest_prefix(context.ordered(candidates))
     if prefix is None:
         return True
     solution = solver.apply(

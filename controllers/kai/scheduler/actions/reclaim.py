@@ -16,6 +16,7 @@ evicted and left out of the final fairness check.
 from __future__ import annotations
 
 from functools import partial
+from operator import attrgetter
 from typing import TYPE_CHECKING
 
 from kai.scheduler.actions.eviction_common import Context, note, run_jobs
@@ -29,7 +30,6 @@ from kai.scheduler.victims import (
     VictimUnit,
     gpu_room,
     gpus_needed,
-    order_units,
     reachable,
     unit_gpus,
 )
@@ -38,6 +38,7 @@ if TYPE_CHECKING:
     from kai.scheduler.session import Session
 
 ACTION = "reclaim"
+_LIKENESS = attrgetter("likeness")
 RECLAIM_FAILED = "ReclaimFailed"
 
 
@@ -76,9 +77,15 @@ def _attempt(
     if gpu_room(session) + sum(unit_gpus(u) for u in candidates) < gpus_needed(tasks) - 1e-9:
         return True
     before = proportion.clone()
+    verdicts = context.verdicts((before.state_key(), job.queue, request, job.preemptible))
 
     def fair(units: list[VictimUnit]) -> bool:
-        return before.reclaim_is_fair(job.queue, request, chunks(units), job.preemptible)
+        key = tuple(map(_LIKENESS, units))
+        verdict = verdicts.get(key)
+        if verdict is None:
+            verdict = before.reclaim_is_fair(job.queue, request, chunks(units), job.preemptible)
+            verdicts[key] = verdict
+        return verdict
 
     # First try: every unit that is fair on its own, then the trimmed set must be fair as a
     # whole. If it is not, search again accepting a unit only while the set taken so far stays
@@ -87,7 +94,7 @@ def _attempt(
         lambda unit, taken: fair([unit]),
         lambda unit, taken: fair([*taken, unit]),
     ):
-        prefix = solver.smallest_prefix(order_units(session, candidates), accept)
+        prefix = solver.smallest_prefix(context.ordered(candidates), accept)
         if prefix is None:
             break  # no room even with every unit that is fair on its own: a subset cannot do it
         solution = solver.apply(

@@ -200,6 +200,11 @@ class Proportion:
         """A checkpoint of the live state, for ``restore_state``."""
         return self._alloc.copy(), self._alloc_np.copy()
 
+    def state_key(self) -> tuple[float, ...]:
+        """The live state (allocated and non-preemptible allocated of every queue) as a hashable
+        value: answers computed from this Proportion may be cached under it."""
+        return (*self._alloc, *self._alloc_np)
+
     def restore_state(self, state: tuple[list[float], list[float]]) -> None:
         alloc, alloc_np = state
         if len(alloc) != len(self._alloc) or len(alloc_np) != len(self._alloc_np):
