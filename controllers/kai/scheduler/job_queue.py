@@ -95,11 +95,22 @@ class JobsOrderByQueues:
         heapq.heappush(leaf.heap, (self._job_key(job), next(self._seq), job))
         self._mark(leaf)
 
-    def pop(self) -> JobInfo | None:
+    def pop(self, placing: Callable[[JobInfo], bool] | None = None) -> JobInfo | None:
+        """The next job. ``placing`` is for callers that pop some jobs only to skip them:
+        ``placing(job)`` False promises the popped job will not be placed (no allocation
+        changes). Then, when the next job of its leaf asks for the same request, every order key
+        on the leaf's path is unchanged and is kept instead of recomputed."""
         leaf = self._best_leaf(self._root)
         if leaf is None:
             return None
         _, _, job = heapq.heappop(leaf.heap)
+        if (
+            placing is not None
+            and leaf.heap
+            and not placing(job)
+            and self._job_request(leaf.heap[0][2]) == self._job_request(job)
+        ):
+            return job
         self._mark(leaf)
         return job
 

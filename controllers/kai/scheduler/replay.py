@@ -149,8 +149,12 @@ def replay_places(
             presorted=order_cache.refresh(),
         )
         contenders = {id(t.job) for t in involved}  # everybody else only orders
+
+        def contender(job: JobInfo) -> bool:
+            return id(job) in contenders
+
         tried = 0
-        while (job := order.pop()) is not None:
+        while (job := order.pop(contender)) is not None:
             if id(job) not in contenders:
                 continue  # unrelated jobs are popped but not placed (see above)
             tasks = tasks_to_allocate(job)
