@@ -62,6 +62,16 @@ class ApiHTTPServer(ThreadingHTTPServer):
         # requests by (verb, resource, subresource), as kube-apiserver's apiserver_request_total
         self.request_counts: dict[tuple[str, str, str], int] = {}
 
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        """A client that went away mid-request (reset, broken pipe) is routine: no report.
+        Anything else is logged with its traceback."""
+        import sys
+
+        exc = sys.exc_info()[1]
+        if isinstance(exc, (ConnectionResetError, BrokenPipeError, TimeoutError)):
+            return
+        log.error("error on a connection from %s", client_address, exc_info=True)
+
 
 class _Headers(dict[str, str]):
     """Request headers, looked up case-insensitively (keys are stored lower-case)."""

@@ -23,6 +23,10 @@ class ServerOptions:
     history_size: int = 50_000  # retained watch events (the "etcd compaction" window)
     bookmark_interval: float = 5.0  # seconds between BOOKMARK events on an idle watch
     default_watch_timeout: float = 1800.0  # seconds when the client gives no timeoutSeconds
+    # After sending, a watch waits this long before looking for more events, so that a busy
+    # stream sends batches (one wake-up and one socket write per batch instead of per event);
+    # an event waits at most this long. 0 = send every event as soon as it is committed.
+    watch_batch_delay: float = 0.005
     # service reference "namespace/name[:port]" -> "host:port" where that webhook listens
     webhook_services: dict[str, str] = field(default_factory=dict)
     git_version: str = "v1.36.0-kai.sim"
@@ -41,6 +45,10 @@ class ServerOptions:
             )
         if self.history_size < 1:
             raise ValueError(f"history_size must be at least 1, not {self.history_size}")
+        if not 0 <= self.watch_batch_delay <= 1:
+            raise ValueError(
+                f"watch_batch_delay must be between 0 and 1 second, not {self.watch_batch_delay}"
+            )
         if self.bookmark_interval <= 0 or self.default_watch_timeout <= 0:
             raise ValueError("bookmark_interval and default_watch_timeout must be positive")
         if not 0 <= self.port <= 65535:

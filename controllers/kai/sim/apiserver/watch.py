@@ -148,6 +148,7 @@ def serve_watch(
             )
         handler.flush_chunks()
         interval = core.options.bookmark_interval
+        batch_delay = core.options.watch_batch_delay
         while not handler.server.stopping:
             now = time.monotonic()
             if now >= deadline:
@@ -179,6 +180,10 @@ def serve_watch(
                 handler.flush_chunks()
                 if ended:
                     break
+                if batch_delay:
+                    # let the next events gather: a writer's put() then finds nobody waiting
+                    # (no thread wake-up per event) and the client reads one larger chunk
+                    time.sleep(batch_delay)
             if bookmarks and time.monotonic() - last_bookmark >= interval:
                 with store.lock:
                     quiet = w.queue.empty()
