@@ -10,6 +10,7 @@ that allocate inside the session and undoing everything afterwards.
 from __future__ import annotations
 
 import bisect
+from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
 from kai.scheduler.fairshare.resources import Vector
@@ -18,6 +19,7 @@ from kai.scheduler.statement import Statement
 from kai.scheduler.victims import pending_request, sum_vectors
 
 if TYPE_CHECKING:
+    from kai.scheduler.fairshare.queue_order import QueueOrderKey
     from kai.scheduler.session import Session
 
 
@@ -47,13 +49,20 @@ class ReplayOrder:
         self._leaves: dict[str, list[Entry]] = {}  # leaf queue -> entries, sorted
         self._requests: dict[int, tuple[int, Vector]] = {}  # id(job) -> (version, request)
         self._seq = 0
+        self._position = -1  # how far session.job_changes was read (-1: not yet)
 
     def refresh(self) -> dict[str, list[Entry]]:
         """Bring the entry lists up to date with the session; returns them (do not modify)."""
         from kai.scheduler.ordering import job_order_key
 
         seen = self._seen
-        for job in self.session.jobs:
+        changes = self.session.job_changes
+        if self._position < 0:
+            jobs: Iterable[JobInfo] = self.session.jobs  # first time: every job
+        else:
+            jobs = changes[self._position :]
+        self._position = len(changes)
+        for job in jobs:
             if seen.get(id(job)) == job.version:
                 continue
             seen[id(job)] = job.version
@@ -139,11 +148,22 @@ def replay_places(
             return False
         return True
 
+    # A queue's order key is a function of its request and the allocations, which change only
+    # when a contender is placed: between placements the keys are shared.
+    queue_keys: dict[tuple[str, Vector], QueueOrderKey] = {}
+
+    def queue_key(name: str, request: Vector) -> QueueOrderKey:
+        found = queue_keys.get((name, request))
+        if found is None:
+            found = proportion.order_key(name, request)
+            queue_keys[(name, request)] = found
+        return found
+
     try:
         order = JobsOrderByQueues(
             session.queue_tree.roots,
             (),
-            proportion.order_key,
+            queue_key,
             job_order_key,
             order_cache.request,
             presorted=order_cache.refresh(),
@@ -164,6 +184,7 @@ def replay_places(
                 tried += 1
                 if tried > REPLAY_LIMIT:
                     return False
+            queue_keys.clear()
             if place(job, tasks):
                 if all(t.node >= 0 for t in must_place):
                     return True

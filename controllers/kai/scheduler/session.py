@@ -74,6 +74,9 @@ class Session:
         self.jobs: list[JobInfo] = []
         self.tasks: dict[str, TaskInfo] = {}
         self.original: dict[str, tuple[TaskStatus, int, tuple[str, ...]]] = {}
+        #: every job whose placement changed, in order (appended by each move; readers keep
+        #: their own position in it to learn which jobs changed since they last looked)
+        self.job_changes: list[JobInfo] = []
         self._build_jobs()
         self.uses_pod_affinity = any(
             t.spec.pod_affinity or t.spec.pod_anti_affinity for t in self.tasks.values()
@@ -233,6 +236,7 @@ class Session:
         old_status, old_node, old_groups = task.status, task.node, task.gpu_groups
         job = task.job
         job.version += 1
+        self.job_changes.append(job)
         queues = account_queues and job.queue_ok
         if old_node >= 0:
             self._charge(task, old_status, old_node, old_groups, -1)

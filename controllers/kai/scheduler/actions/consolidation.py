@@ -56,7 +56,7 @@ def _attempt(
         return True
     statement = Statement(session, ACTION)
     solver = context.solver(statement, job, tasks, f"moved to make room for {job.name!r}")
-    if solver.fits([]) is not None:
+    if context.fits_as_is(solver):
         return False
     candidates: list[VictimUnit] = []
     for victim in context.preemptible_jobs():

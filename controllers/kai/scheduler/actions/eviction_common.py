@@ -51,6 +51,7 @@ class Context:
         self._orders: dict[tuple[object, ...], UnitStream] = {}
         self._verdicts: dict[tuple[object, ...], dict[tuple[int, ...], bool]] = {}
         self._likeness: dict[tuple[str, Vector, bool], int] = {}
+        self._fits_as_is: dict[tuple[object, ...], bool] = {}
         #: the stability replay's allocate order (see ``kai.scheduler.replay``); it follows
         #: the session's changes by itself
         self.replay_order = ReplayOrder(session)
@@ -100,6 +101,19 @@ class Context:
         ``likeness`` of the victim units judged, in order (what the judgement depends on)."""
         return self._verdicts.setdefault(key, {})
 
+    def fits_as_is(self, solver: VictimSolver) -> bool:
+        """Does the solver's job fit without any victim (``solver.fits([])``)? Jobs alike for
+        placement (see ``_placement_likeness``) get the same answer while the cluster is
+        unchanged, so it is computed once per kind until ``changed``."""
+        key = _placement_likeness(self.session, solver.job, solver.tasks)
+        if key is None:
+            return solver.fits([]) is not None
+        found = self._fits_as_is.get(key)
+        if found is None:
+            found = solver.fits([]) is not None
+            self._fits_as_is[key] = found
+        return found
+
     def memo(self, key: tuple[object, ...], compute: Callable[[], bool]) -> bool:
         """A per-run memo for answers that only change when the cluster does."""
         if key not in self._memo:
@@ -118,6 +132,7 @@ class Context:
         self._memo.clear()
         self._orders.clear()
         self._verdicts.clear()
+        self._fits_as_is.clear()
         self._victims = None
 
 
@@ -159,6 +174,33 @@ def run_jobs(
             context.changed()
         elif hopeless:
             failed.setdefault(kind, []).append(needs)
+
+
+def _placement_likeness(
+    session: Session, job: JobInfo, tasks: list[TaskInfo]
+) -> tuple[object, ...] | None:
+    """What a placement attempt of ``tasks`` (``VictimSolver._place``) depends on besides the
+    cluster, for the simple jobs where this is easy to state exactly: one PodSet, no topology
+    constraint, no pod (anti-)affinity anywhere in the session. Then it is the queue capacity
+    check (queue, preemptibility, the tasks' requests), each task's placement class (which
+    covers its request and node constraints) in order, and the gang counters. None for other
+    jobs (not shared)."""
+    from kai.scheduler.topology_placement import constrained
+
+    if session.uses_pod_affinity or len(job.podsets) != 1 or constrained(job):
+        return None
+    (podset,) = job.podsets.values()
+    engine = session.engine
+    classes = tuple(engine.class_of(t).id for t in tasks)
+    return (
+        job.queue,
+        job.preemptible,
+        job.spec.min_subgroup,
+        len(job.root.children),
+        podset.active,
+        podset.min_available,
+        classes,
+    )
 
 
 def _kind(

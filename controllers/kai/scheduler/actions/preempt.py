@@ -44,7 +44,7 @@ def _attempt(
         return True
     statement = Statement(session, ACTION)
     solver = context.solver(statement, job, tasks, f"preempted by job {job.name!r}")
-    if solver.fits([]) is not None:
+    if context.fits_as_is(solver):
         return False
     candidates: list[VictimUnit] = []
     for victim in context.preemptible_in(job.queue):

@@ -60,7 +60,7 @@ def _attempt(
         return True
     statement = Statement(session, ACTION)
     solver = context.solver(statement, job, tasks, f"reclaimed for job {job.name!r}")
-    if solver.fits([]) is not None:
+    if context.fits_as_is(solver):
         return False  # fits without anybody leaving: allocate places it
     candidates: list[VictimUnit] = []
     for victim in context.preemptible_jobs():
