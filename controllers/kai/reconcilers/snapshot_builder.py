@@ -553,10 +553,10 @@ def parse_topology(obj: dict[str, Any]) -> TopologySpec:
 
 
 def _pod_key(md: Mapping[str, Any]) -> Any:
-    """What a pod's parse depends on. A pod changes resourceVersion several times on its way
-    (grouped, bound, Running) without changing what it asks for: with ``metadata.generation``
-    (bumped on every spec change) plus labels and annotations the parse is reused across those
-    updates; without a generation, the resourceVersion decides."""
+    """What a pod's (or PodGroup's) parse depends on. A pod changes resourceVersion several
+    times on its way (grouped, bound, Running) without changing what it asks for: with
+    ``metadata.generation`` (bumped on every spec change) plus labels and annotations the parse
+    is reused across those updates; without a generation, the resourceVersion decides."""
     generation = md.get("generation")
     if generation is None:
         return str(md.get("resourceVersion") or "")
@@ -611,7 +611,9 @@ class SnapshotBuilder:
         self, pg: dict[str, Any], classes: Mapping[str, int], default_priority: int
     ) -> JobSpec:
         md = pg.get("metadata") or {}
-        key = (md.get("resourceVersion"), tuple(sorted(classes.items())), default_priority)
+        # the parse reads metadata and spec, never status: a status write (resourcesStatus,
+        # schedulingConditions) keeps the parse, as for pods (see _pod_key)
+        key = (_pod_key(md), tuple(sorted(classes.items())), default_priority)
         uid = str(md.get("uid") or f"{md.get('namespace')}/{md.get('name')}")
         hit = self._podgroups.get(uid)
         if hit is None or hit[0] != key:

@@ -485,18 +485,20 @@ class ApiCore:
                     )
                     return self.create(rt, version, ns, body, opts)
                 raise not_found(rt.plural, rt.group, name)
-            doc = _copy(self.at_version(rt, old, version))
-            if ptype == "application/json-patch+json":
-                new = json_patch(doc, patch_doc)
-            elif ptype == "application/merge-patch+json":
+            current = self.at_version(rt, old, version)
+            if ptype == "application/merge-patch+json":
                 if not isinstance(patch_doc, dict):
                     raise bad_request("a merge patch must be a JSON object")
-                new = merge_patch(doc, patch_doc)
+                # merge_patch copies what it changes and never writes into ``current``, and
+                # the result is copied whole below: the stored object needs no copy first
+                new = merge_patch(current, patch_doc)
+            elif ptype == "application/json-patch+json":
+                new = json_patch(_copy(current), patch_doc)
             elif ptype == "application/apply-patch+yaml":
                 if not isinstance(patch_doc, dict):
                     raise bad_request("the applied configuration must be an object")
                 new = server_side_apply.apply(
-                    doc,
+                    _copy(current),
                     _copy(patch_doc),
                     opts.field_manager or "",
                     opts.force,
@@ -506,7 +508,7 @@ class ApiCore:
             elif ptype == "application/strategic-merge-patch+json":
                 if not isinstance(patch_doc, dict):
                     raise bad_request("the patch must be an object")
-                new = strategic_merge_patch(doc, patch_doc)
+                new = strategic_merge_patch(_copy(current), patch_doc)
             else:
                 raise ApiError(
                     415,
