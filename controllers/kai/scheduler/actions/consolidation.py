@@ -21,9 +21,7 @@ from kai.scheduler.statement import Statement
 from kai.scheduler.victims import (
     VictimSolver,
     VictimUnit,
-    gpu_room,
     gpus_needed,
-    reachable,
 )
 
 if TYPE_CHECKING:
@@ -52,17 +50,23 @@ def consolidation(session: Session) -> None:
 def _attempt(
     session: Session, job: JobInfo, tasks: list[TaskInfo], request: Vector, context: Context
 ) -> bool:
-    if gpu_room(session) < gpus_needed(tasks) - 1e-9:
+    if context.gpu_room() < gpus_needed(tasks) - 1e-9:
         return True
     statement = Statement(session, ACTION)
     solver = context.solver(statement, job, tasks, f"moved to make room for {job.name!r}")
     if context.fits_as_is(solver):
         return False
-    candidates: list[VictimUnit] = []
-    for victim in context.preemptible_jobs():
-        if victim is not job:
-            candidates.extend(context.units(victim))
-    candidates = reachable(session, tasks, candidates)
+
+    def build() -> list[VictimUnit]:
+        units: list[VictimUnit] = []
+        for victim in context.preemptible_jobs():
+            if victim is not job:
+                units.extend(context.units(victim))
+        return units
+
+    # the same for every job not running anything itself (then it cannot be its own victim)
+    key = (ACTION, id(job) if job.active > 0 else None)
+    candidates = context.candidates(key, tasks, build)
     if not candidates:
         return True
     ordered = _capped(list(islice(context.ordered(candidates), MAX_TRIED_UNITS)), session)

@@ -26,10 +26,13 @@ from kai.scheduler.victims import (
     UnitStream,
     VictimSolver,
     VictimUnit,
+    gpu_room,
     job_units,
     order_units,
     pending_request,
     preemptor_candidates,
+    reachable,
+    unit_gpus,
 )
 
 if TYPE_CHECKING:
@@ -46,24 +49,45 @@ class Context:
 
     def __init__(self, session: Session) -> None:
         self.session = session
-        self._units: dict[tuple[str, bool], list[VictimUnit]] = {}
+        self._units: dict[tuple[str, bool], tuple[int, list[VictimUnit]]] = {}
         self._memo: dict[tuple[object, ...], object] = {}
         self._orders: dict[tuple[object, ...], UnitStream] = {}
         self._verdicts: dict[tuple[object, ...], dict[tuple[int, ...], bool]] = {}
         self._likeness: dict[tuple[str, Vector, bool], int] = {}
         self._fits_as_is: dict[tuple[object, ...], bool] = {}
+        self._candidates: dict[tuple[object, ...], list[VictimUnit]] = {}
+        self._reachable: dict[tuple[object, ...], list[VictimUnit]] = {}
+        self._gpu_room: float | None = None
+        self._room_with: dict[int, float] = {}  # by id of a list kept in _reachable
         #: the stability replay's allocate order (see ``kai.scheduler.replay``); it follows
         #: the session's changes by itself
         self.replay_order = ReplayOrder(session)
         self._victims: list[JobInfo] | None = None
         self._by_queue: dict[str, list[JobInfo]] = {}
+        self._base: list[JobInfo] = []  # preemptible jobs of known queues (fixed)
+        self._holding: dict[int, bool] | None = None  # id(job) -> active > 0, for _base
+        self._position = 0  # how far session.job_changes was read for _holding
 
     def preemptible_jobs(self) -> list[JobInfo]:
-        """Jobs that may be victims at all: preemptible, in a known queue, holding something."""
+        """Jobs that may be victims at all: preemptible, in a known queue, holding something
+        (in session order). After a change only the jobs that changed are looked at again; the
+        list is rebuilt only when one of them started or stopped holding something."""
+        session = self.session
+        if self._holding is None:
+            self._base = [j for j in session.jobs if j.preemptible and j.queue_ok]
+            self._holding = {id(j): j.active > 0 for j in self._base}
+            self._position = len(session.job_changes)
+            self._victims = None
+        elif self._victims is not None and self._position < len(session.job_changes):
+            changes = session.job_changes[self._position :]
+            self._position = len(session.job_changes)
+            for job in changes:
+                holding = self._holding.get(id(job))
+                if holding is not None and holding != (job.active > 0):
+                    self._holding[id(job)] = not holding
+                    self._victims = None
         if self._victims is None:
-            self._victims = [
-                j for j in self.session.jobs if j.preemptible and j.queue_ok and j.active > 0
-            ]
+            self._victims = [j for j in self._base if self._holding[id(j)]]
             self._by_queue = {}
             for job in self._victims:
                 self._by_queue.setdefault(job.queue, []).append(job)
@@ -74,15 +98,17 @@ class Context:
         return self._by_queue.get(queue, [])
 
     def units(self, job: JobInfo, extras_only: bool = False) -> list[VictimUnit]:
+        """``job_units``, cut again only when the job's placement changed (its version)."""
         key = (job.uid, extras_only)
         cached = self._units.get(key)
-        if cached is None:
-            cached = job_units(self.session, job, extras_only)
-            for unit in cached:
-                alike = (unit.queue, unit.resources, unit.kind == EXTRA)
-                unit.likeness = self._likeness.setdefault(alike, len(self._likeness))
-            self._units[key] = cached
-        return cached
+        if cached is not None and cached[0] == job.version:
+            return cached[1]
+        units = job_units(self.session, job, extras_only)
+        for unit in units:
+            alike = (unit.queue, unit.resources, unit.kind == EXTRA)
+            unit.likeness = self._likeness.setdefault(alike, len(self._likeness))
+        self._units[key] = (job.version, units)
+        return units
 
     def ordered(self, candidates: list[VictimUnit]) -> UnitStream:
         """``order_units(candidates)``, shared by every search of this run that has the same
@@ -114,6 +140,40 @@ class Context:
             self._fits_as_is[key] = found
         return found
 
+    def candidates(
+        self, key: tuple[object, ...], tasks: list[TaskInfo], build: Callable[[], list[VictimUnit]]
+    ) -> list[VictimUnit]:
+        """The victim units a search for ``tasks`` may take. ``build()`` lists them for every
+        search described by ``key`` (the action's own description, e.g. the reclaimer's queue);
+        the list is then cut to the units ``reachable`` from the tasks, which depends only on
+        their placement classes. Both lists are kept until ``changed``; do not modify them."""
+        units = self._candidates.get(key)
+        if units is None:
+            units = build()
+            self._candidates[key] = units
+        engine = self.session.engine
+        classes = tuple(sorted({engine.class_of(t).id for t in tasks}))
+        found = self._reachable.get((key, classes))
+        if found is None:
+            found = reachable(self.session, tasks, units)
+            self._reachable[(key, classes)] = found
+        return found
+
+    def gpu_room(self) -> float:
+        """``gpu_room(session)`` of the cluster as the last commit left it (searches roll back
+        whatever they tried, so it changes only with a commit)."""
+        if self._gpu_room is None:
+            self._gpu_room = gpu_room(self.session)
+        return self._gpu_room
+
+    def room_with(self, candidates: list[VictimUnit]) -> float:
+        """``gpu_room`` plus what ``candidates`` (a list from ``candidates``) could free."""
+        found = self._room_with.get(id(candidates))
+        if found is None:
+            found = self.gpu_room() + sum(unit_gpus(u) for u in candidates)
+            self._room_with[id(candidates)] = found
+        return found
+
     def memo(self, key: tuple[object, ...], compute: Callable[[], bool]) -> bool:
         """A per-run memo for answers that only change when the cluster does."""
         if key not in self._memo:
@@ -128,12 +188,14 @@ class Context:
         return solver
 
     def changed(self) -> None:
-        self._units.clear()
         self._memo.clear()
         self._orders.clear()
         self._verdicts.clear()
         self._fits_as_is.clear()
-        self._victims = None
+        self._candidates.clear()
+        self._reachable.clear()
+        self._gpu_room = None
+        self._room_with.clear()
 
 
 def run_jobs(

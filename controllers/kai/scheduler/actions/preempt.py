@@ -19,10 +19,7 @@ from kai.scheduler.plugins.min_runtime import preempt_protected
 from kai.scheduler.statement import Statement
 from kai.scheduler.victims import (
     VictimUnit,
-    gpu_room,
     gpus_needed,
-    reachable,
-    unit_gpus,
 )
 
 if TYPE_CHECKING:
@@ -46,16 +43,21 @@ def _attempt(
     solver = context.solver(statement, job, tasks, f"preempted by job {job.name!r}")
     if context.fits_as_is(solver):
         return False
-    candidates: list[VictimUnit] = []
-    for victim in context.preemptible_in(job.queue):
-        if victim is job or victim.priority >= job.priority:
-            continue
-        protected = preempt_protected(session, victim)
-        candidates.extend(context.units(victim, extras_only=protected))
-    candidates = reachable(session, tasks, candidates)
+
+    def build() -> list[VictimUnit]:
+        # the same for every preemptor of this queue and priority (the job is not lower)
+        units: list[VictimUnit] = []
+        for victim in context.preemptible_in(job.queue):
+            if victim is job or victim.priority >= job.priority:
+                continue
+            protected = preempt_protected(session, victim)
+            units.extend(context.units(victim, extras_only=protected))
+        return units
+
+    candidates = context.candidates((ACTION, job.queue, job.priority), tasks, build)
     if not candidates:
         return True
-    if gpu_room(session) + sum(unit_gpus(u) for u in candidates) < gpus_needed(tasks) - 1e-9:
+    if context.room_with(candidates) < gpus_needed(tasks) - 1e-9:
         return True
     prefix = solver.smallest_prefix(context.ordered(candidates))
     if prefix is None:

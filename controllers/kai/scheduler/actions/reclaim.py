@@ -28,10 +28,7 @@ from kai.scheduler.statement import Statement
 from kai.scheduler.victims import (
     EXTRA,
     VictimUnit,
-    gpu_room,
     gpus_needed,
-    reachable,
-    unit_gpus,
 )
 
 if TYPE_CHECKING:
@@ -62,19 +59,24 @@ def _attempt(
     solver = context.solver(statement, job, tasks, f"reclaimed for job {job.name!r}")
     if context.fits_as_is(solver):
         return False  # fits without anybody leaving: allocate places it
-    candidates: list[VictimUnit] = []
-    for victim in context.preemptible_jobs():
-        if victim is job or victim.queue == job.queue:
-            continue
-        protected = context.memo(
-            ("reclaim-protected", job.queue, victim.uid),
-            partial(reclaim_protected, session, job, victim),
-        )
-        candidates.extend(context.units(victim, extras_only=protected))
-    candidates = reachable(session, tasks, candidates)
+
+    def build() -> list[VictimUnit]:
+        # the same for every reclaimer of this queue (the job itself is of this queue)
+        units: list[VictimUnit] = []
+        for victim in context.preemptible_jobs():
+            if victim is job or victim.queue == job.queue:
+                continue
+            protected = context.memo(
+                ("reclaim-protected", job.queue, victim.uid),
+                partial(reclaim_protected, session, job, victim),
+            )
+            units.extend(context.units(victim, extras_only=protected))
+        return units
+
+    candidates = context.candidates((ACTION, job.queue), tasks, build)
     if not candidates:
         return True
-    if gpu_room(session) + sum(unit_gpus(u) for u in candidates) < gpus_needed(tasks) - 1e-9:
+    if context.room_with(candidates) < gpus_needed(tasks) - 1e-9:
         return True
     before = proportion.clone()
     verdicts = context.verdicts((before.state_key(), job.queue, request, job.preemptible))

@@ -1,0 +1,84 @@
+"""The caches that make a full victim-action cycle cheap answer exactly what a fresh computation
+answers: the stability replay's kept allocate order, and skipping key updates for popped jobs
+that are not placed."""
+
+from __future__ import annotations
+
+import random
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "bench"))
+
+from generate_cluster import generate, to_snapshot
+from kai.scheduler.job_queue import JobsOrderByQueues
+from kai.scheduler.ordering import job_order_key
+from kai.scheduler.replay import ReplayOrder
+from kai.scheduler.session import Session
+from kai.scheduler.snapshot import TaskStatus
+
+
+def _entries(order: ReplayOrder) -> dict[str, list[tuple[object, ...]]]:
+    return {
+        leaf: [(key, job.uid) for key, _, job in entries]
+        for leaf, entries in order.refresh().items()
+        if entries
+    }
+
+
+def test_kept_replay_order_matches_a_fresh_one_after_changes() -> None:
+    session = Session(to_snapshot(generate(40, seed=5)))
+    kept = ReplayOrder(session)
+    assert _entries(kept) == _entries(ReplayOrder(session))
+    rng = random.Random(11)
+    pending = [t for j in session.jobs for t in j.tasks if t.status is TaskStatus.PENDING]
+    running = [t for j in session.jobs for t in j.tasks if t.status is TaskStatus.RUNNING]
+    assert pending and running
+    for round_ in range(6):
+        # place some pending tasks (jobs leave the order or change key), evict some running
+        # ones (their jobs may join it), and check the kept order after each round
+        for task in rng.sample(pending, min(15, len(pending))):
+            if task.status is TaskStatus.PENDING:
+                session.set_placement(task, TaskStatus.PIPELINED, rng.randrange(40), ())
+        for task in rng.sample(running, min(10, len(running))):
+            if task.status is TaskStatus.RUNNING:
+                session.set_placement(task, TaskStatus.PENDING, -1, ())
+        fresh = _entries(ReplayOrder(session))
+        assert _entries(kept) == fresh, f"round {round_}"
+        for entries in fresh.values():
+            assert entries == sorted(entries)
+
+
+def test_kept_request_follows_the_job_version() -> None:
+    session = Session(to_snapshot(generate(20, seed=2)))
+    order = ReplayOrder(session)
+    job = next(j for j in session.jobs if j.pending > 1)
+    before = order.request(job)
+    task = next(t for t in job.tasks if t.status is TaskStatus.PENDING)
+    session.set_placement(task, TaskStatus.PIPELINED, 0, ())
+    assert order.request(job) == ReplayOrder(session).request(job)
+    session.set_placement(task, TaskStatus.PENDING, -1, ())
+    assert order.request(job) == before
+
+
+def test_popping_unplaced_jobs_keeps_the_same_order() -> None:
+    session = Session(to_snapshot(generate(60, seed=4)))
+    jobs = [j for j in session.jobs if j.pending > 0 and j.queue_ok and j.ready]
+    kept = ReplayOrder(session)
+
+    def popped(placing: bool) -> list[str]:
+        order = JobsOrderByQueues(
+            session.queue_tree.roots,
+            jobs,
+            session.proportion.order_key,
+            job_order_key,
+            kept.request,
+        )
+        out: list[str] = []
+        while (job := (order.pop(lambda _: False) if placing else order.pop())) is not None:
+            out.append(job.uid)
+        return out
+
+    plain = popped(False)
+    assert len(plain) == len(jobs)
+    assert popped(True) == plain
