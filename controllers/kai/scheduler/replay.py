@@ -10,7 +10,8 @@ that allocate inside the session and undoing everything afterwards.
 from __future__ import annotations
 
 import bisect
-from collections.abc import Iterable
+import heapq
+from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING
 
 from kai.scheduler.fairshare.resources import Vector
@@ -160,14 +161,22 @@ def replay_places(
         return found
 
     try:
-        order = JobsOrderByQueues(
-            session.queue_tree.roots,
-            (),
-            queue_key,
-            job_order_key,
-            order_cache.request,
-            presorted=order_cache.refresh(),
-        )
+        order: JobsOrderByQueues | _LeafOrder
+        leaves = {t.job.queue for t in involved}
+        if len(leaves) == 1:
+            # Every contender in one leaf queue: whatever the other queues do, that leaf's jobs
+            # come out in its own heap order, and only contenders are placed, so the contenders
+            # alone in job order give the same sequence of placements.
+            order = _LeafOrder({id(t.job): t.job for t in involved}.values())
+        else:
+            order = JobsOrderByQueues(
+                session.queue_tree.roots,
+                (),
+                queue_key,
+                job_order_key,
+                order_cache.request,
+                presorted=order_cache.refresh(),
+            )
         contenders = {id(t.job) for t in involved}  # everybody else only orders
 
         def contender(job: JobInfo) -> bool:
@@ -197,3 +206,24 @@ def replay_places(
         replay.discard()
         for task, status, node, groups in reversed(saved):
             session.set_placement(task, status, node, groups)
+
+
+class _LeafOrder:
+    """The allocate order of the contenders of one leaf queue (see ``replay_places``)."""
+
+    def __init__(self, jobs: Iterable[JobInfo]) -> None:
+        from kai.scheduler.ordering import job_order_key
+
+        self._key = job_order_key
+        self._seq = 0
+        self._heap: list[Entry] = []
+        for job in jobs:
+            if job.pending > 0 and job.queue_ok and job.ready:
+                self.push(job)
+
+    def push(self, job: JobInfo) -> None:
+        self._seq += 1
+        heapq.heappush(self._heap, (self._key(job), self._seq, job))
+
+    def pop(self, placing: Callable[[JobInfo], bool] | None = None) -> JobInfo | None:
+        return heapq.heappop(self._heap)[2] if self._heap else None
