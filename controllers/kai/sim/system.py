@@ -180,6 +180,9 @@ class System:
         return elector
 
     def start(self, sync_timeout: float = 60.0) -> System:
+        from kai.kube.gctune import tune_for_large_caches
+
+        tune_for_large_caches()  # the informer caches grow large: see gctune.py
         o = self.options
         wanted = set(o.components)
         if "scheduler" in wanted:

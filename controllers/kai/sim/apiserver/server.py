@@ -38,6 +38,9 @@ class ApiServer:
 
     # -- life cycle ------------------------------------------------------------------------
     def start(self) -> ApiServer:
+        from kai.kube.gctune import tune_for_large_caches
+
+        tune_for_large_caches()  # the store and its event history grow large: see gctune.py
         httpd = ApiHTTPServer((self.options.host, self.options.port), self.core)
         self.options.port = httpd.server_address[1]
         if self.options.tls:
