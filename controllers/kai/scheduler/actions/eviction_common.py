@@ -65,37 +65,51 @@ class Context:
         self._victims: list[JobInfo] | None = None
         self._by_queue: dict[str, list[JobInfo]] = {}
         self._base: list[JobInfo] = []  # preemptible jobs of known queues (fixed)
+        self._base_by_queue: dict[str, list[JobInfo]] = {}
         self._holding: dict[int, bool] | None = None  # id(job) -> active > 0, for _base
         self._position = 0  # how far session.job_changes was read for _holding
 
     def preemptible_jobs(self) -> list[JobInfo]:
         """Jobs that may be victims at all: preemptible, in a known queue, holding something
-        (in session order). After a change only the jobs that changed are looked at again; the
-        list is rebuilt only when one of them started or stopped holding something."""
-        session = self.session
-        if self._holding is None:
-            self._base = [j for j in session.jobs if j.preemptible and j.queue_ok]
-            self._holding = {id(j): j.active > 0 for j in self._base}
-            self._position = len(session.job_changes)
-            self._victims = None
-        elif self._victims is not None and self._position < len(session.job_changes):
-            changes = session.job_changes[self._position :]
-            self._position = len(session.job_changes)
-            for job in changes:
-                holding = self._holding.get(id(job))
-                if holding is not None and holding != (job.active > 0):
-                    self._holding[id(job)] = not holding
-                    self._victims = None
+        (in session order)."""
+        self._follow()
         if self._victims is None:
             self._victims = [j for j in self._base if self._holding[id(j)]]
-            self._by_queue = {}
-            for job in self._victims:
-                self._by_queue.setdefault(job.queue, []).append(job)
         return self._victims
 
     def preemptible_in(self, queue: str) -> list[JobInfo]:
-        self.preemptible_jobs()
-        return self._by_queue.get(queue, [])
+        """``preemptible_jobs`` of one queue (in session order)."""
+        self._follow()
+        found = self._by_queue.get(queue)
+        if found is None:
+            found = [j for j in self._base_by_queue.get(queue, ()) if self._holding[id(j)]]
+            self._by_queue[queue] = found
+        return found
+
+    def _follow(self) -> None:
+        """Bring the holding flags up to date: after the first look, only the jobs that
+        changed since (``session.job_changes``) are looked at again, and only the lists of a
+        queue where a job started or stopped holding something are rebuilt."""
+        session = self.session
+        changes = session.job_changes
+        if self._holding is None:
+            self._base = [j for j in session.jobs if j.preemptible and j.queue_ok]
+            self._base_by_queue = {}
+            for job in self._base:
+                self._base_by_queue.setdefault(job.queue, []).append(job)
+            self._holding = {id(j): j.active > 0 for j in self._base}
+            self._position = len(changes)
+            return
+        if self._position == len(changes):
+            return
+        fresh = changes[self._position :]
+        self._position = len(changes)
+        for job in fresh:
+            holding = self._holding.get(id(job))
+            if holding is not None and holding != (job.active > 0):
+                self._holding[id(job)] = not holding
+                self._victims = None
+                self._by_queue.pop(job.queue, None)
 
     def units(self, job: JobInfo, extras_only: bool = False) -> list[VictimUnit]:
         """``job_units``, cut again only when the job's placement changed (its version)."""
