@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 from kai.scheduler.fairshare.resources import Vector
 from kai.scheduler.jobs import JobInfo, TaskInfo
 from kai.scheduler.statement import Statement
-from kai.scheduler.victims import pending_request, sum_vectors
+from kai.scheduler.victims import next_request, sum_vectors
 
 if TYPE_CHECKING:
     from kai.scheduler.fairshare.queue_order import QueueOrderKey
@@ -48,7 +48,6 @@ class ReplayOrder:
         self._seen: dict[int, int] = {}  # id(job) -> version its entry was made at
         self._entries: dict[int, Entry] = {}  # id(job) -> its entry, while ready and pending
         self._leaves: dict[str, list[Entry]] = {}  # leaf queue -> entries, sorted
-        self._requests: dict[int, tuple[int, Vector]] = {}  # id(job) -> (version, request)
         self._seq = 0
         self._position = -1  # how far session.job_changes was read (-1: not yet)
 
@@ -80,14 +79,7 @@ class ReplayOrder:
 
     def request(self, job: JobInfo) -> Vector:
         """What the job's next tasks ask of its queue, in its current state."""
-        from kai.scheduler.gang import tasks_to_allocate
-
-        cached = self._requests.get(id(job))
-        if cached is not None and cached[0] == job.version:
-            return cached[1]
-        request = pending_request(self.session, tasks_to_allocate(job))
-        self._requests[id(job)] = (job.version, request)
-        return request
+        return next_request(self.session, job)
 
 
 def replay_places(

@@ -77,6 +77,8 @@ class Session:
         #: every job whose placement changed, in order (appended by each move; readers keep
         #: their own position in it to learn which jobs changed since they last looked)
         self.job_changes: list[JobInfo] = []
+        #: id(job) -> (job version, request of its next tasks): see ``victims.next_request``
+        self.next_requests: dict[int, tuple[int, Vector]] = {}
         self._build_jobs()
         self.uses_pod_affinity = any(
             t.spec.pod_affinity or t.spec.pod_anti_affinity for t in self.tasks.values()

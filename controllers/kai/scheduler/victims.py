@@ -162,6 +162,19 @@ def pending_request(session: Session, tasks: Iterable[TaskInfo]) -> Vector:
     return sum_vectors(session.pending_queue_vector(t.spec) for t in tasks)
 
 
+def next_request(session: Session, job: JobInfo) -> Vector:
+    """``pending_request`` of the tasks allocate would place next for ``job``, kept per job
+    version for the whole session (the victim actions and the replay ask it many times)."""
+    from kai.scheduler.gang import tasks_to_allocate
+
+    cached = session.next_requests.get(id(job))
+    if cached is not None and cached[0] == job.version:
+        return cached[1]
+    request = pending_request(session, tasks_to_allocate(job))
+    session.next_requests[id(job)] = (job.version, request)
+    return request
+
+
 def _unit_key(unit: VictimUnit) -> tuple[object, ...]:
     """Reverse job order inside a leaf: lower priority, extras before members before cores,
     younger job, then name (reversed), then the unit's own position in its job."""

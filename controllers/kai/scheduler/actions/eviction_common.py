@@ -28,8 +28,8 @@ from kai.scheduler.victims import (
     VictimUnit,
     gpu_room,
     job_units,
+    next_request,
     order_units,
-    pending_request,
     preemptor_candidates,
     reachable,
     unit_gpus,
@@ -72,24 +72,25 @@ class Context:
     def preemptible_jobs(self) -> list[JobInfo]:
         """Jobs that may be victims at all: preemptible, in a known queue, holding something
         (in session order)."""
-        self._follow()
+        holding = self._follow()
         if self._victims is None:
-            self._victims = [j for j in self._base if self._holding[id(j)]]
+            self._victims = [j for j in self._base if holding[id(j)]]
         return self._victims
 
     def preemptible_in(self, queue: str) -> list[JobInfo]:
         """``preemptible_jobs`` of one queue (in session order)."""
-        self._follow()
+        holding = self._follow()
         found = self._by_queue.get(queue)
         if found is None:
-            found = [j for j in self._base_by_queue.get(queue, ()) if self._holding[id(j)]]
+            found = [j for j in self._base_by_queue.get(queue, ()) if holding[id(j)]]
             self._by_queue[queue] = found
         return found
 
-    def _follow(self) -> None:
+    def _follow(self) -> dict[int, bool]:
         """Bring the holding flags up to date: after the first look, only the jobs that
         changed since (``session.job_changes``) are looked at again, and only the lists of a
-        queue where a job started or stopped holding something are rebuilt."""
+        queue where a job started or stopped holding something are rebuilt. Returns the flags
+        (id(job) -> holding something) of every preemptible job of a known queue."""
         session = self.session
         changes = session.job_changes
         if self._holding is None:
@@ -99,9 +100,9 @@ class Context:
                 self._base_by_queue.setdefault(job.queue, []).append(job)
             self._holding = {id(j): j.active > 0 for j in self._base}
             self._position = len(changes)
-            return
+            return self._holding
         if self._position == len(changes):
-            return
+            return self._holding
         fresh = changes[self._position :]
         self._position = len(changes)
         for job in fresh:
@@ -110,6 +111,7 @@ class Context:
                 self._holding[id(job)] = not holding
                 self._victims = None
                 self._by_queue.pop(job.queue, None)
+        return self._holding
 
     def units(self, job: JobInfo, extras_only: bool = False) -> list[VictimUnit]:
         """``job_units``, cut again only when the job's placement changed (its version)."""
@@ -224,7 +226,7 @@ def run_jobs(
     requests: dict[str, Vector] = {}
 
     def key(job: JobInfo) -> tuple[object, ...]:
-        requests[job.uid] = pending_request(session, tasks_to_allocate(job))
+        requests[job.uid] = next_request(session, job)
         return job_order_key(job)
 
     order = JobsOrderByQueues(
@@ -245,7 +247,7 @@ def run_jobs(
         if any(_at_least(needs, old) for old in failed.get(kind, ())):
             continue  # a job of the same kind, no larger, already found nothing
         pending = job.pending
-        hopeless = attempt(session, job, tasks, pending_request(session, tasks), context)
+        hopeless = attempt(session, job, tasks, next_request(session, job), context)
         if job.pending != pending:
             context.changed()
         elif hopeless:
