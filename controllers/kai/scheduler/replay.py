@@ -21,6 +21,7 @@ from kai.scheduler.victims import next_request, sum_vectors
 
 if TYPE_CHECKING:
     from kai.scheduler.fairshare.queue_order import QueueOrderKey
+    from kai.scheduler.queues import QueueInfo
     from kai.scheduler.session import Session
 
 
@@ -161,13 +162,16 @@ def replay_places(
             # alone in job order give the same sequence of placements.
             order = _LeafOrder({id(t.job): t.job for t in involved}.values())
         else:
+            # Likewise, the jobs under the contenders' lowest common ancestor queue come out in
+            # an order that the queues outside it only delay: the replay can stay inside it.
+            roots, presorted = _subtree(session, leaves, order_cache.refresh())
             order = JobsOrderByQueues(
-                session.queue_tree.roots,
+                roots,
                 (),
                 queue_key,
                 job_order_key,
                 order_cache.request,
-                presorted=order_cache.refresh(),
+                presorted=presorted,
             )
         contenders = {id(t.job) for t in involved}  # everybody else only orders
 
@@ -198,6 +202,29 @@ def replay_places(
         replay.discard()
         for task, status, node, groups in reversed(saved):
             session.set_placement(task, status, node, groups)
+
+
+def _subtree(
+    session: Session, leaves: set[str], entries: dict[str, list[Entry]]
+) -> tuple[list[QueueInfo], dict[str, list[Entry]]]:
+    """The root queues and the leaves' entries of the smallest queue subtree holding every
+    queue of ``leaves`` (the whole tree when they have no common ancestor)."""
+    tree = session.queue_tree
+    chains = [tree.queues[name].ancestors() for name in leaves]
+    common = set.intersection(*({id(q) for q in chain} for chain in chains))
+    top = next((q for q in chains[0] if id(q) in common), None)  # deepest common queue
+    if top is None:
+        return list(tree.roots), entries
+    under: dict[str, list[Entry]] = {}
+    stack = [top]
+    while stack:
+        queue = stack.pop()
+        if queue.is_leaf:
+            found = entries.get(queue.name)
+            if found:
+                under[queue.name] = found
+        stack.extend(queue.children)
+    return [top], under
 
 
 class _LeafOrder:
