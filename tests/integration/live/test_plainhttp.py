@@ -159,3 +159,21 @@ def test_no_server_is_a_transient_error() -> None:
 def test_watch_batch_delay_is_checked() -> None:
     with pytest.raises(ValueError, match="watch_batch_delay"):
         ServerOptions(watch_batch_delay=2.0).check()
+
+
+def test_merge_patches_still_check_what_they_change(kube: Kube) -> None:
+    """Fields a merge patch leaves alone are not re-validated; the ones it changes are."""
+    ensure_namespace(kube, "shape")
+    kube.create(PODS, pod_manifest("s", "shape", "default", gpus=1))
+    with pytest.raises(ApiError) as err:
+        kube.patch(PODS, "s", {"status": {"phase": 5}}, "shape", sub="status")
+    assert err.value.status in (400, 422)
+    with pytest.raises(ApiError):
+        kube.patch(PODS, "s", {"spec": {"containers": "not a list"}}, "shape")
+    patched = kube.patch(PODS, "s", {"metadata": {"labels": {"l": "v"}}}, "shape")
+    assert patched["metadata"]["labels"]["l"] == "v"
+    assert patched["spec"]["containers"][0]["name"] == "main"
+    cleared = kube.patch(
+        PODS, "s", {"status": {"phase": "Running", "message": None}}, "shape", sub="status"
+    )
+    assert cleared["status"]["phase"] == "Running" and "message" not in cleared["status"]

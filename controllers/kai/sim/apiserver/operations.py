@@ -143,7 +143,17 @@ class ApiCore:
         return listing.list_objects(self, rt, version, ns, q)
 
     # -- create ----------------------------------------------------------------------------
-    def _decode(self, rt: ResourceType, version: str, body: Any, ns: str | None) -> dict[str, Any]:
+    def _decode(
+        self,
+        rt: ResourceType,
+        version: str,
+        body: Any,
+        ns: str | None,
+        unchanged: frozenset[str] = frozenset(),
+    ) -> dict[str, Any]:
+        """Check and normalise a request body. ``unchanged``: top-level fields known to be the
+        stored object's own (a merge patch that did not touch them); a built-in kind's shape
+        never changes, so they are not walked again."""
         if not isinstance(body, dict):
             raise bad_request(f"the body of the request must be a {rt.kind} object")
         api_version = rt.api_version(version)
@@ -164,8 +174,8 @@ class ApiCore:
         body["kind"] = rt.kind
         shape = SHAPES.get(rt.key)
         if shape is not None:
-            _drop_nulls(body)
-            errors, _ = validate_custom_resource(body, shape, prune=False)
+            _drop_nulls(body, unchanged)
+            errors, _ = validate_custom_resource(body, shape, prune=False, skip=unchanged)
             if errors:
                 first = errors[0]
                 raise bad_request(
@@ -517,7 +527,13 @@ class ApiCore:
                 )
             if not isinstance(new, dict):
                 raise bad_request("the patched object is not an object")
-            new = self._decode(rt, version, _copy(new), ns)
+            # top-level fields the patch left alone are still the stored (checked) objects
+            unchanged = frozenset(
+                k
+                for k, v in new.items()
+                if k not in ("apiVersion", "kind", "metadata") and current.get(k) is v
+            )
+            new = self._decode(rt, version, _copy(new), ns, unchanged)
             if new["metadata"].get("name") != name:
                 raise bad_request("the patch may not change metadata.name")
             patched_rv = new["metadata"].get("resourceVersion")
@@ -722,11 +738,14 @@ class ApiCore:
         return deletion.delete_collection(self, rt, version, ns, body, q, opts)
 
 
-def _drop_nulls(obj: dict[str, Any]) -> None:
-    """Null fields of built-in kinds mean "not set", as when a real server decodes them."""
+def _drop_nulls(obj: dict[str, Any], skip: frozenset[str] = frozenset()) -> None:
+    """Null fields of built-in kinds mean "not set", as when a real server decodes them.
+    Fields named in ``skip`` are not walked (already stored, hence already without nulls)."""
     for key in [k for k, v in obj.items() if v is None]:
         del obj[key]
-    for value in obj.values():
+    for key, value in obj.items():
+        if key in skip:
+            continue
         if isinstance(value, dict):
             _drop_nulls(value)
         elif isinstance(value, list):

@@ -311,8 +311,11 @@ def validate_custom_resource(
     schema: dict[str, Any] | None,
     prune: bool,
     old: dict[str, Any] | None = None,
+    skip: frozenset[str] = frozenset(),
 ) -> tuple[list[Cause], list[str]]:
-    """(value errors, unknown field paths) for a custom resource body (metadata excluded)."""
+    """(value errors, unknown field paths) for a custom resource body (metadata excluded).
+    Top-level fields named in ``skip`` count as present but are not checked again (the caller
+    knows them to be unchanged stored values of a kind whose schema cannot change)."""
     v = Validator()
     if schema is None:
         return [], []
@@ -322,7 +325,7 @@ def validate_custom_resource(
     top = dict(schema)
     top["properties"] = props
     for key in list(obj):
-        if key in ("apiVersion", "kind", "metadata"):
+        if key in ("apiVersion", "kind", "metadata") or key in skip:
             continue
         if key in props:
             v.check(obj[key], props[key], key, prune, (old or {}).get(key))
