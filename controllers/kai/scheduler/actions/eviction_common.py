@@ -13,12 +13,15 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
+import numpy as np
+
 from kai.scheduler.fairshare.resources import Vector
 from kai.scheduler.gang import tasks_to_allocate
 from kai.scheduler.job_queue import JobsOrderByQueues
 from kai.scheduler.jobs import JobInfo, TaskInfo
 from kai.scheduler.ordering import job_order_key
 from kai.scheduler.replay import ReplayOrder
+from kai.scheduler.resource_layout import GPU, FloatArray
 from kai.scheduler.result import Reason
 from kai.scheduler.statement import Statement
 from kai.scheduler.victims import (
@@ -36,6 +39,7 @@ from kai.scheduler.victims import (
 )
 
 if TYPE_CHECKING:
+    from kai.scheduler.placement import EqClass
     from kai.scheduler.session import Session
 
 #: attempt(session, job, tasks, request, context) -> True when the search failed in a way every
@@ -59,6 +63,7 @@ class Context:
         self._reachable: dict[tuple[object, ...], list[VictimUnit]] = {}
         self._gpu_room: float | None = None
         self._room_with: dict[int, float] = {}  # by id of a list kept in _reachable
+        self._freeable: dict[int, FloatArray] = {}  # likewise: node resources, all evicted
         #: the stability replay's allocate order (see ``kai.scheduler.replay``); it follows
         #: the session's changes by itself
         self.replay_order = ReplayOrder(session)
@@ -190,6 +195,40 @@ class Context:
             self._room_with[id(candidates)] = found
         return found
 
+    def could_fit(self, tasks: list[TaskInfo], candidates: list[VictimUnit]) -> bool:
+        """A necessary condition for any set of ``candidates`` (a list from ``candidates``) to
+        make room for ``tasks``: with every candidate evicted (its resources become releasing
+        on its node; a shared-GPU task counted as freeing its whole devices, an
+        over-estimate), the nodes each task's placement class may use hold, resource by
+        resource, enough copies of the task for all tasks of that class. False means no victim
+        search can succeed (cheap: one numpy pass per class instead of a doubling of probes).
+        Tasks on shared GPUs are not judged (their devices decide)."""
+        freeable = self._freeable.get(id(candidates))
+        if freeable is None:
+            nodes = self.session.nodes
+            freeable = nodes.idle + nodes.releasing
+            for unit in candidates:
+                for task in unit.tasks:
+                    freeable[task.node] += task.request
+                    if task.gpu_groups:
+                        freeable[task.node, GPU] += len(task.gpu_groups)
+            self._freeable[id(candidates)] = freeable
+        engine = self.session.engine
+        counts: dict[int, tuple[EqClass, int]] = {}
+        for task in tasks:
+            if not task.is_shared:
+                cls = engine.class_of(task)
+                counts[cls.id] = (cls, counts[cls.id][1] + 1 if cls.id in counts else 1)
+        for cls, count in counts.values():
+            columns = cls.columns
+            if len(columns) == 0:
+                continue
+            room = freeable[cls.static][:, columns]
+            copies = np.floor((room + 1e-6) / cls.request[columns]).min(axis=1)
+            if float(np.clip(copies, 0.0, None).sum()) < count:
+                return False
+        return True
+
     def memo(self, key: tuple[object, ...], compute: Callable[[], bool]) -> bool:
         """A per-run memo for answers that only change when the cluster does."""
         if key not in self._memo:
@@ -212,6 +251,7 @@ class Context:
         self._reachable.clear()
         self._gpu_room = None
         self._room_with.clear()
+        self._freeable.clear()
 
 
 def run_jobs(

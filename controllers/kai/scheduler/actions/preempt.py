@@ -59,6 +59,8 @@ def _attempt(
         return True
     if context.room_with(candidates) < gpus_needed(tasks) - 1e-9:
         return True
+    if not context.could_fit(tasks, candidates):
+        return True  # what the search would find: no prefix of the candidates makes room
     prefix = solver.smallest_prefix(context.ordered(candidates))
     if prefix is None:
         return True

@@ -78,6 +78,11 @@ def _attempt(
         return True
     if context.room_with(candidates) < gpus_needed(tasks) - 1e-9:
         return True
+    if not context.could_fit(tasks, candidates):
+        # what the search below would find: no prefix of the candidates makes room
+        statement.discard()
+        _note_failed(session, job)
+        return True
     before = proportion.clone()
     verdicts = context.verdicts((before.state_key(), job.queue, request, job.preemptible))
 
@@ -109,11 +114,15 @@ def _attempt(
             statement.commit()
             return False
     statement.discard()
+    _note_failed(session, job)
+    # a job of the same kind needing at least as much would meet the same victims and queues
+    return True
+
+
+def _note_failed(session: Session, job: JobInfo) -> None:
     note(
         session,
         job,
         RECLAIM_FAILED,
         f"job {job.name!r} cannot fit by reclaiming what other queues may fairly lose",
     )
-    # a job of the same kind needing at least as much would meet the same victims and queues
-    return True
