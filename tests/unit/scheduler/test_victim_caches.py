@@ -15,7 +15,7 @@ from kai.scheduler.job_queue import JobsOrderByQueues
 from kai.scheduler.ordering import job_order_key
 from kai.scheduler.replay import ReplayOrder
 from kai.scheduler.session import Session
-from kai.scheduler.snapshot import TaskStatus
+from kai.scheduler.snapshot import Snapshot, TaskStatus
 
 
 def _entries(order: ReplayOrder) -> dict[str, list[tuple[object, ...]]]:
@@ -82,3 +82,34 @@ def test_popping_unplaced_jobs_keeps_the_same_order() -> None:
     plain = popped(False)
     assert len(plain) == len(jobs)
     assert popped(True) == plain
+
+
+def _search(snapshot: Snapshot) -> list[tuple[bool, bool]]:
+    """(could_fit, the search found a prefix) for every pending job, over all victims."""
+    from kai.scheduler.actions.eviction_common import Context
+    from kai.scheduler.gang import tasks_to_allocate
+    from kai.scheduler.statement import Statement
+
+    session = Session(snapshot)
+    context = Context(session)
+    out: list[tuple[bool, bool]] = []
+    for job in [j for j in session.jobs if j.pending > 0]:
+        tasks = tasks_to_allocate(job)
+        victims = [u for v in context.preemptible_jobs() if v is not job for u in context.units(v)]
+        candidates = context.candidates(("test", job.uid), tasks, lambda v=victims: v)
+        statement = Statement(session, "test")
+        solver = context.solver(statement, job, tasks, "test")
+        found = solver.smallest_prefix(context.ordered(candidates))
+        statement.discard()
+        out.append((context.could_fit(tasks, candidates), found is not None))
+    return out
+
+
+def test_could_fit_refuses_only_searches_that_fail() -> None:
+    from bench_reclaim import block, build
+
+    # one non-preemptible task on every node: no node can be emptied for a whole-node task
+    blocked = _search(block(build(64, task_gpus=1), gangs=2))
+    assert blocked == [(False, False), (False, False)]
+    # without the blockers the gang finds its victims, and the condition lets it search
+    assert _search(build(64, task_gpus=1)) == [(True, True)]
