@@ -236,8 +236,11 @@ def test_priority_preemption_evicts_and_binds_the_preemptor(cluster: Cluster) ->
 
     from kai.commands.up import View
 
-    view = View(system).render("http://x", Path("kubeconfig"))
-    assert "team" in view and "urgent" in view and "Running" in view
+    def shown() -> bool:  # the view reads the informer caches, which may lag the GET above
+        view = View(system).render("http://x", Path("kubeconfig"))
+        return "team" in view and "urgent" in view and "Running" in view
+
+    assert eventually(shown, timeout=10)
 
 
 def test_gitops_rendered_settings_reach_the_live_scheduler(cluster: Cluster) -> None:
