@@ -79,6 +79,8 @@ class Session:
         self.job_changes: list[JobInfo] = []
         #: id(job) -> (job version, request of its next tasks): see ``victims.next_request``
         self.next_requests: dict[int, tuple[int, Vector]] = {}
+        #: id(job) -> (job version, its victim-search kind): see ``eviction_common.run_jobs``
+        self.search_kinds: dict[int, tuple[int, object]] = {}
         self._build_jobs()
         self.uses_pod_affinity = any(
             t.spec.pod_affinity or t.spec.pod_anti_affinity for t in self.tasks.values()

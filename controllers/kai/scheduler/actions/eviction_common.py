@@ -11,7 +11,7 @@ found nothing, later jobs of the same kind that are no smaller are skipped in th
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 import numpy as np
 
@@ -283,7 +283,7 @@ def run_jobs(
         tasks = tasks_to_allocate(job)
         if not tasks:
             continue
-        kind, needs = _kind(session, job, tasks)
+        kind, needs = _kind_of(session, job, tasks)
         if any(_at_least(needs, old) for old in failed.get(kind, ())):
             continue  # a job of the same kind, no larger, already found nothing
         pending = job.pending
@@ -319,6 +319,20 @@ def _placement_likeness(
         podset.min_available,
         classes,
     )
+
+
+Kind = tuple[tuple[object, ...], list[Vector]]
+
+
+def _kind_of(session: Session, job: JobInfo, tasks: list[TaskInfo]) -> Kind:
+    """``_kind`` of the job's next ``tasks``, kept per job version for the whole session (the
+    three victim actions pop the same jobs)."""
+    cached = session.search_kinds.get(id(job))
+    if cached is not None and cached[0] == job.version:
+        return cast(Kind, cached[1])
+    kind = _kind(session, job, tasks)
+    session.search_kinds[id(job)] = (job.version, kind)
+    return kind
 
 
 def _kind(
