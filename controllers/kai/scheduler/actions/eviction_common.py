@@ -39,6 +39,7 @@ from kai.scheduler.victims import (
 )
 
 if TYPE_CHECKING:
+    from kai.scheduler.fairshare.queue_order import QueueOrderKey
     from kai.scheduler.placement import EqClass
     from kai.scheduler.session import Session
 
@@ -269,10 +270,21 @@ def run_jobs(
         requests[job.uid] = next_request(session, job)
         return job_order_key(job)
 
+    # a queue's order key is a function of its request and the allocations, which only a
+    # commit changes (searches roll back what they tried): shared until the next commit
+    queue_keys: dict[tuple[str, Vector], QueueOrderKey] = {}
+
+    def queue_key(name: str, request: Vector) -> QueueOrderKey:
+        found = queue_keys.get((name, request))
+        if found is None:
+            found = session.proportion.order_key(name, request)
+            queue_keys[(name, request)] = found
+        return found
+
     order = JobsOrderByQueues(
         session.queue_tree.roots,
         jobs,
-        session.proportion.order_key,
+        queue_key,
         key,
         lambda job: requests[job.uid],
         session.config.queue_depth_per_action.get(action),
@@ -290,6 +302,7 @@ def run_jobs(
         hopeless = attempt(session, job, tasks, next_request(session, job), context)
         if job.pending != pending:
             context.changed()
+            queue_keys.clear()
         elif hopeless:
             failed.setdefault(kind, []).append(needs)
 
