@@ -7,6 +7,7 @@ no third-party dependency. Names follow KAI-FACTS §10 and the 2026-08 addendum 
 
 from __future__ import annotations
 
+import abc
 import bisect
 import math
 import threading
@@ -29,7 +30,7 @@ def _fmt(value: float) -> str:
     return repr(float(value))
 
 
-class _Metric:
+class _Metric(abc.ABC):
     kind = "untyped"
 
     def __init__(self, name: str, help_text: str, labels: Sequence[str] = ()) -> None:
@@ -50,8 +51,9 @@ class _Metric:
             raise ValueError(f"{self.name}: labels {sorted(labels)} != {sorted(self.labels)}")
         return tuple(str(labels[k]) for k in self.labels)
 
+    @abc.abstractmethod
     def expose(self) -> list[str]:
-        raise NotImplementedError
+        """The metric's sample lines in the Prometheus text format."""
 
 
 class Gauge(_Metric):
