@@ -8,44 +8,17 @@ Whoever reads that ConfigMap (the scheduler, ``kai plan``, ``kai simulate``) tur
 
 from __future__ import annotations
 
-import re
+import logging
 from collections.abc import Mapping
 from typing import Any
 
+from kai.api.duration import parse_duration
+from kai.scheduler.plugins.arguments import apply_plugin_arguments
 from kai.scheduler.snapshot import SchedulerConfig
 
+log = logging.getLogger(__name__)
+
 __all__ = ["parse_duration", "to_scheduler_config"]
-
-_UNITS = {
-    "ns": 1e-9,
-    "us": 1e-6,
-    "µs": 1e-6,
-    "μs": 1e-6,
-    "ms": 1e-3,
-    "s": 1.0,
-    "m": 60.0,
-    "h": 3600.0,
-}
-_PART = re.compile(r"([0-9]+(?:\.[0-9]*)?|\.[0-9]+)(ns|us|µs|μs|ms|s|m|h)")
-
-
-def parse_duration(text: str) -> float:
-    """Seconds of a Go duration (``90s``, ``1h30m``, ``-5m``, ``0``)."""
-    value = text.strip()
-    sign = -1.0 if value.startswith("-") else 1.0
-    body = value.lstrip("+-")
-    if body == "0":
-        return 0.0
-    total = 0.0
-    position = 0
-    for match in _PART.finditer(body):
-        if match.start() != position:
-            break
-        total += float(match[1]) * _UNITS[match[2]]
-        position = match.end()
-    if position != len(body) or not body:
-        raise ValueError(f"{text!r} is not a duration such as 90s, 10m or 1h30m")
-    return sign * total
 
 
 def to_scheduler_config(
@@ -81,4 +54,14 @@ def to_scheduler_config(
         config.max_consolidation_preemptees = int(settings["maxConsolidationPreemptees"])
     if sharing is not None:
         config.gpu_sharing_placement = str(sharing.get("defaultPlacement", "pack"))
+    # KAI plugin arguments (e.g. proportion's reclaimerUtilizationMultiplier, or KAI's misspelt
+    # alias, minruntime's defaults) override the policy's own fields, as in KAI's config; a bad
+    # value raises PluginArgumentError naming the plugin and argument.
+    arguments = {
+        str(name): {str(k): str(v) for k, v in ((plugin or {}).get("arguments") or {}).items()}
+        for name, plugin in plugins.items()
+    }
+    config, warnings = apply_plugin_arguments(config, arguments)
+    for warning in warnings:
+        log.warning("scheduler policy: %s", warning)
     return config

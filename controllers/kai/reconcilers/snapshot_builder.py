@@ -27,6 +27,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, TypeVar
 
+from kai.api.duration import DurationError
+from kai.api.duration import parse_duration as _parse_go_duration
 from kai.api.quantity import QuantityError, parse_quantity
 from kai.scheduler.gpu_request import GPU_RESOURCE, GpuRequestError, gpu_request_from_pod
 from kai.scheduler.snapshot import (
@@ -447,17 +449,15 @@ def parse_queue(queue: dict[str, Any], rank: float) -> QueueSpec:
 
 
 def parse_duration(value: Any, where: str) -> float | None:
-    """A Go duration (``1h30m``, ``90s``, ``500ms``) in seconds."""
+    """A Go duration (``1h30m``, ``90s``, ``500ms``) in seconds; None when absent."""
     if value is None or value == "":
         return None
-    import re
-
-    text = str(value)
-    units = {"h": 3600.0, "m": 60.0, "s": 1.0, "ms": 0.001, "us": 1e-6, "µs": 1e-6, "ns": 1e-9}
-    parts = re.findall(r"([0-9]+(?:\.[0-9]+)?)(ms|us|µs|ns|h|m|s)", text)
-    if not parts or "".join(n + u for n, u in parts) != text.lstrip("+"):
-        raise ObjectError(where, f"bad duration {text!r} (expected e.g. 90s, 10m, 1h30m)")
-    return sum(float(n) * units[u] for n, u in parts)
+    try:
+        return _parse_go_duration(str(value))
+    except DurationError:
+        raise ObjectError(
+            where, f"bad duration {value!r} (expected e.g. 90s, 10m, 1h30m)"
+        ) from None
 
 
 def _topology_constraint(raw: Any) -> TopologyConstraint | None:

@@ -64,3 +64,28 @@ def test_policy_values_reach_the_config() -> None:
     assert config.max_consolidation_preemptees == 4
     assert config.reclaimer_saturation_multiplier == 1.5
     assert config.gpu_sharing_placement == "spread"
+
+
+def test_plugin_arguments_reach_the_config_and_kai_misspelt_key_is_an_alias(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    spec = {
+        "plugins": {
+            "proportion": {"arguments": {"relcaimerSaturationMultiplier": "1.5", "kValue": "3"}},
+            "minruntime": {"arguments": {"defaultReclaimMinRuntime": "2m"}},
+        }
+    }
+    with caplog.at_level("WARNING"):
+        config = to_scheduler_config(scheduler_settings("s", spec))
+    assert config.reclaimer_saturation_multiplier == 1.5
+    assert config.k_value == 3.0
+    assert config.default_reclaim_min_runtime == 120.0
+    assert any("relcaimerSaturationMultiplier" in r.getMessage() for r in caplog.records)
+
+
+def test_bad_plugin_argument_is_refused_with_its_name() -> None:
+    from kai.scheduler.plugins.arguments import PluginArgumentError
+
+    spec = {"plugins": {"minruntime": {"arguments": {"reclaimResolveMethod": "nearest"}}}}
+    with pytest.raises(PluginArgumentError, match="reclaimResolveMethod"):
+        to_scheduler_config(scheduler_settings("s", spec))

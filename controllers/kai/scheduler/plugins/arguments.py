@@ -13,10 +13,10 @@ Bad values raise :class:`PluginArgumentError` naming the plugin, the argument an
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
 from dataclasses import replace
 
+from kai.api.duration import parse_duration
 from kai.scheduler.snapshot import SchedulerConfig
 
 MULTIPLIER = "reclaimerUtilizationMultiplier"
@@ -30,8 +30,6 @@ _KNOWN = {
     "proportion": {MULTIPLIER, MULTIPLIER_KAI_MISSPELT, K_VALUE},
     "minruntime": {PREEMPT_MIN_RUNTIME, RECLAIM_MIN_RUNTIME, RESOLVE_METHOD},
 }
-_UNIT_SECONDS = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0}
-_DURATION_PART = re.compile(r"(\d+(?:\.\d*)?|\.\d+)(ns|us|µs|ms|s|m|h)")
 
 
 class PluginArgumentError(ValueError):
@@ -40,27 +38,6 @@ class PluginArgumentError(ValueError):
     def __init__(self, problems: list[str]) -> None:
         self.problems = problems
         super().__init__("; ".join(problems))
-
-
-def parse_duration(text: str) -> float:
-    """A Go duration (``90s``, ``5m``, ``1h30m``, ``1.5h``, ``0``) in seconds; ValueError if not
-    one."""
-    value = text.strip()
-    if value in ("0", "+0", "-0"):
-        return 0.0
-    sign = -1.0 if value.startswith("-") else 1.0
-    body = value.lstrip("+-")
-    if not body:
-        raise ValueError(f"{text!r} is not a duration")
-    total = 0.0
-    pos = 0
-    while pos < len(body):
-        match = _DURATION_PART.match(body, pos)
-        if match is None:
-            raise ValueError(f"{text!r} is not a duration (e.g. 90s, 5m, 1h30m)")
-        total += float(match.group(1)) * _UNIT_SECONDS[match.group(2)]
-        pos = match.end()
-    return sign * total
 
 
 def apply_plugin_arguments(
