@@ -330,8 +330,8 @@ class Proportion:
         reclaimer_preemptible: bool = True,
     ) -> bool:
         """Scenario validation of reclaim (§4.6); see ``reclaim.judge_reclaim``."""
-        return self.judge_reclaim(
-            reclaimer_queue, reclaimer_request, victims, reclaimer_preemptible
+        return judge_reclaim(
+            self, reclaimer_queue, reclaimer_request, victims, reclaimer_preemptible, explain=False
         ).ok
 
     def judge_reclaim(

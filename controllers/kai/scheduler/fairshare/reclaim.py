@@ -98,6 +98,9 @@ def victim_chunks(
     return chunks
 
 
+_REFUSED = ReclaimVerdict(False, "")
+
+
 def _normalise(victim: VictimLike) -> VictimChunk:
     if isinstance(victim, VictimChunk):
         return victim
@@ -140,8 +143,13 @@ def judge_reclaim(
     reclaimer_request: ResourcesLike,
     victims: Sequence[VictimLike],
     reclaimer_preemptible: bool = True,
+    *,
+    explain: bool = True,
 ) -> ReclaimVerdict:
-    """Is taking ``victims`` for a job of ``reclaimer_queue`` asking ``reclaimer_request`` fair?"""
+    """Is taking ``victims`` for a job of ``reclaimer_queue`` asking ``reclaimer_request`` fair?
+
+    ``explain=False``: the same verdict with an empty message (the searches only need ``ok``).
+    """
     if not p.enabled:
         return ReclaimVerdict(False, "queue fairness (proportion) is disabled: no reclaim")
     tree = p.tree
@@ -149,11 +157,13 @@ def judge_reclaim(
     rq = tree.lookup(reclaimer_queue)
     req = to_vector(reclaimer_request)
     groups: dict[int, list[tuple[Vector, bool]]] = {}
+    lookup = tree.lookup
     for victim in victims:
-        chunk = _normalise(victim)
-        groups.setdefault(tree.lookup(chunk.queue), []).append(
-            (to_vector(chunk.resources), chunk.elastic_extra)
-        )
+        chunk = victim if type(victim) is VictimChunk else _normalise(victim)
+        resources = chunk.resources
+        if type(resources) is not tuple or len(resources) != 3:
+            resources = to_vector(resources)
+        groups.setdefault(lookup(chunk.queue), []).append((resources, chunk.elastic_extra))
 
     remaining: dict[int, list[float]] = {}
     involved: dict[int, set[int]] = {}
@@ -163,8 +173,11 @@ def judge_reclaim(
         if side_v not in remaining:
             remaining[side_v] = list(p._get(p._alloc, side_v))
         left = remaining[side_v]
+        ancestors = tree.ancestors[vq]
         for v, elastic in groups[vq]:
             if not _fits_strategy(p, req, side_r, side_v, left):
+                if not explain:
+                    return _REFUSED
                 what = "an elastic extra task" if elastic else "a gang"
                 return ReclaimVerdict(
                     False,
@@ -174,14 +187,17 @@ def judge_reclaim(
                     f"share ({_vec_text(p._allocatable[side_v])}), and the reclaimer side is "
                     f"not within its quota while the victim side is above its own",
                 )
-            for a in tree.ancestors[vq]:
+            for a in ancestors:
                 if a not in remaining:
                     remaining[a] = list(p._get(p._alloc, a))
                 rem = remaining[a]
                 rem[0] -= v[0]
                 rem[1] -= v[1]
                 rem[2] -= v[2]
-                involved.setdefault(a, set()).update(involved[vq])
+        # set union is idempotent: once per victim queue is the same as once per chunk
+        mine_involved = involved[vq]
+        for a in ancestors:
+            involved.setdefault(a, set()).update(mine_involved)
 
     req_involved = _involved(req)
     mult = p.reclaimer_saturation_multiplier
@@ -202,6 +218,8 @@ def judge_reclaim(
                 ratio_r = _ratio(mine[k], fair_r[k])
                 ratio_s = _ratio(theirs[k], fair_s[k])
                 if ratio_r > 1 + EPS and fair_s[k] > 0 and ratio_r * mult >= ratio_s - EPS:
+                    if not explain:
+                        return _REFUSED
                     return ReclaimVerdict(
                         False,
                         f"queue '{names[level]}' would be more saturated in {resource_name(k)} "
@@ -212,13 +230,17 @@ def judge_reclaim(
             alloc_np = p._get(p._alloc_np, level)
             with_job = (alloc_np[0] + req[0], alloc_np[1] + req[1], alloc_np[2] + req[2])
             if not all_leq_unlimited(with_job, p._deserved[level]):
+                if not explain:
+                    return _REFUSED
                 return ReclaimVerdict(
                     False,
                     f"non-preemptible job would take queue '{names[level]}' over its quota: "
                     f"non-preemptible allocated with the job {_vec_text(with_job)}, quota "
                     f"{_vec_text(p._deserved[level])}",
                 )
-    return ReclaimVerdict(True, "reclaim keeps every queue within the fairness rules")
+    return ReclaimVerdict(
+        True, "reclaim keeps every queue within the fairness rules" if explain else ""
+    )
 
 
 def _fits_strategy(
