@@ -123,6 +123,24 @@ def queue_gpus(
     return float(request.whole)
 
 
+_QUANTITIES: dict[str, Fraction] = {}
+
+
+def _quantity(raw: object) -> Fraction:
+    """``parse_quantity``, remembered per string: pods repeat a handful of values ("1",
+    "0.5") and the scheduler parses every new or relabelled pod, so the exact parse (regular
+    expression + Fraction) was most of a pod's parse. A Fraction is immutable; errors are not
+    remembered and are raised again each time."""
+    if type(raw) is not str:
+        return parse_quantity(raw)
+    value = _QUANTITIES.get(raw)
+    if value is None:
+        value = parse_quantity(raw)
+        if len(_QUANTITIES) < 4096:
+            _QUANTITIES[raw] = value
+    return value
+
+
 def _resource_value(
     pod: str, container: ContainerResources, resource: str, *, integer: bool
 ) -> int | Fraction:
@@ -137,7 +155,7 @@ def _resource_value(
         if raw is None:
             continue
         try:
-            values[kind] = parse_quantity(raw)
+            values[kind] = _quantity(raw)
         except QuantityError as exc:
             raise GpuRequestError(pod, f"{where}.{kind}[{resource}]", str(exc)) from None
     if "limits" in values and "requests" in values and values["limits"] != values["requests"]:
@@ -186,7 +204,7 @@ def _positive_int(pod: str, key: str, raw: str, what: str) -> int:
 def _parse_fraction(pod: str, raw: str) -> float:
     key = f"annotation {GPU_FRACTION}"
     try:
-        value = parse_quantity(raw)
+        value = _quantity(raw)
     except QuantityError as exc:
         # parse_quantity's grammar has no NaN or Inf, so "NaN" and "inf" end up here too.
         raise GpuRequestError(pod, key, f'{exc}; expected a number such as "0.5"') from None
