@@ -330,3 +330,48 @@ def test_reclaim_verdict_does_not_depend_on_the_order_of_victim_queues(
     preemptible = data.draw(st.booleans())
     verdict = p.judge_reclaim(reclaimer, request, victims, preemptible)
     assert p.judge_reclaim(reclaimer, request, regrouped, preemptible) == verdict
+
+
+@settings(max_examples=150, deadline=None)
+@given(cases(), st.data())
+def test_fair_sets_grown_chunk_by_chunk_agree_with_the_full_judgement(
+    case: Case, data: st.DataObject
+) -> None:
+    """reclaim's incremental verdicts (``grow_fair_set`` from the last fair set, else
+    ``fair_set`` from scratch) are the verdicts ``judge_reclaim`` gives every grown set."""
+    from kai.scheduler.fairshare.reclaim import (
+        EMPTY_FAIR_SET,
+        FairSet,
+        can_grow,
+        fair_set,
+        grow_fair_set,
+    )
+
+    p = make(case, enabled=data.draw(st.sampled_from([True, True, True, False])))
+    leaves = sorted(case.leaf_requested)
+    reclaimer = data.draw(st.sampled_from(leaves))
+    request = (data.draw(halves), data.draw(halves), data.draw(halves))
+    preemptible = data.draw(st.booleans())
+    candidates = data.draw(
+        st.lists(
+            st.tuples(st.sampled_from(leaves), st.tuples(tenths, tenths, tenths), st.booleans()),
+            max_size=8,
+        )
+    )
+    taken: list[tuple[str, Triple, bool]] = []
+    base: FairSet | None = EMPTY_FAIR_SET
+    for chunk in candidates:
+        grown_list = [*taken, chunk]
+        expected = p.reclaim_is_fair(reclaimer, request, grown_list, preemptible)
+        scratch = fair_set(p, reclaimer, request, grown_list, preemptible)
+        assert (scratch is not None) == expected
+        grown = None
+        if base is not None and can_grow(p, base, chunk[0]):
+            grown = grow_fair_set(p, reclaimer, request, base, chunk, preemptible)
+            assert (grown is not None) == expected
+            assert grown == scratch  # the same sums, exactly
+        if expected or data.draw(st.booleans()):
+            # reclaim grows only fair sets; an unfair one is kept now and then to be judged
+            # from scratch at the next step
+            taken = grown_list
+            base = grown if grown is not None else scratch

@@ -20,7 +20,14 @@ from operator import attrgetter
 from typing import TYPE_CHECKING
 
 from kai.scheduler.actions.eviction_common import Context, note, run_jobs
-from kai.scheduler.fairshare.reclaim import VictimChunk
+from kai.scheduler.fairshare.reclaim import (
+    EMPTY_FAIR_SET,
+    FairSet,
+    VictimChunk,
+    can_grow,
+    fair_set,
+    grow_fair_set,
+)
 from kai.scheduler.fairshare.resources import Vector
 from kai.scheduler.jobs import JobInfo, TaskInfo
 from kai.scheduler.plugins.min_runtime import reclaim_protected
@@ -94,12 +101,33 @@ def _attempt(
             verdicts[key] = verdict
         return verdict
 
+    # the acceptors' sets, judged fair, as step 1 of the judgement left them: a set grown by
+    # one unit is judged from its base in O(queues) (same verdicts, see ``grow_fair_set``)
+    grown_sets: dict[tuple[object, ...], FairSet] = {(): EMPTY_FAIR_SET}
+
+    def fair_with(unit: VictimUnit, taken: list[VictimUnit]) -> bool:
+        base_key = tuple(map(_LIKENESS, taken))
+        key = (*base_key, unit.likeness)
+        verdict = verdicts.get(key)
+        if verdict is not None:
+            return verdict
+        chunk = VictimChunk(unit.queue, unit.resources, unit.kind == EXTRA)
+        base = grown_sets.get(base_key)
+        if base is not None and can_grow(before, base, unit.queue):
+            grown = grow_fair_set(before, job.queue, request, base, chunk, job.preemptible)
+        else:
+            grown = fair_set(before, job.queue, request, [*chunks(taken), chunk], job.preemptible)
+        if grown is not None:
+            grown_sets[key] = grown
+        verdicts[key] = verdict = grown is not None
+        return verdict
+
     # First try: every unit that is fair on its own, then the trimmed set must be fair as a
     # whole. If it is not, search again accepting a unit only while the set taken so far stays
     # fair (a stricter but always consistent budget per victim queue).
     for accept in (
-        lambda unit, taken: fair([unit]),
-        lambda unit, taken: fair([*taken, unit]),
+        lambda unit, taken: fair_with(unit, []),
+        fair_with,
     ):
         prefix = solver.smallest_prefix(context.ordered(candidates), accept)
         if prefix is None:

@@ -199,6 +199,21 @@ def judge_reclaim(
         for a in ancestors:
             involved.setdefault(a, set()).update(mine_involved)
 
+    return _saturation(p, rq, req, remaining, involved, reclaimer_preemptible, explain)
+
+
+def _saturation(
+    p: Proportion,
+    rq: int,
+    req: Vector,
+    remaining: dict[int, list[float]],
+    involved: dict[int, set[int]],
+    reclaimer_preemptible: bool,
+    explain: bool,
+) -> ReclaimVerdict:
+    """Step 2 of ``judge_reclaim`` on what step 1 left of the victim side."""
+    tree = p.tree
+    names = tree.names
     req_involved = _involved(req)
     mult = p.reclaimer_saturation_multiplier
     for level in tree.ancestors[rq]:
@@ -241,6 +256,116 @@ def judge_reclaim(
     return ReclaimVerdict(
         True, "reclaim keeps every queue within the fairness rules" if explain else ""
     )
+
+
+@dataclass(frozen=True)
+class FairSet:
+    """Step 1 of ``judge_reclaim`` done for a victim set judged fair, kept so that the set
+    grown by one chunk is judged in O(queues) instead of O(set) (reclaim's second pass judges
+    each candidate with every unit taken before it). ``last``: the highest victim queue index
+    in the set (-1: empty); a chunk of a lower queue would come earlier in the judge's
+    iteration order, so the grown set must then be judged from scratch (``fair_set``)."""
+
+    last: int
+    remaining: dict[int, list[float]]
+    involved: dict[int, set[int]]
+
+
+EMPTY_FAIR_SET = FairSet(-1, {}, {})
+
+
+def can_grow(p: Proportion, base: FairSet, victim_queue: str) -> bool:
+    """May ``grow_fair_set`` add a chunk of ``victim_queue`` to ``base``?"""
+    return p.tree.lookup(victim_queue) >= base.last
+
+
+def grow_fair_set(
+    p: Proportion,
+    reclaimer_queue: str,
+    reclaimer_request: ResourcesLike,
+    base: FairSet,
+    victim: VictimLike,
+    reclaimer_preemptible: bool = True,
+) -> FairSet | None:
+    """``base`` (a fair set) with ``victim`` added, or None if that set is not fair: the
+    verdict ``judge_reclaim`` gives the base's chunks followed by ``victim`` (check
+    ``can_grow`` first). Exact: the queue sums are the same subtractions in the same order."""
+    if not p.enabled:
+        return None
+    chunk = _normalise(victim)
+    vq = p.tree.lookup(chunk.queue)
+    if vq < base.last:
+        raise ValueError("grow_fair_set: the chunk's queue comes before the set's last queue")
+    remaining = {k: list(v) for k, v in base.remaining.items()}
+    involved = {k: set(v) for k, v in base.involved.items()}
+    rq = p.tree.lookup(reclaimer_queue)
+    req = to_vector(reclaimer_request)
+    if not _take(p, rq, req, remaining, involved, base.last, vq, to_vector(chunk.resources)):
+        return None
+    if not _saturation(p, rq, req, remaining, involved, reclaimer_preemptible, False).ok:
+        return None
+    return FairSet(vq, remaining, involved)
+
+
+def fair_set(
+    p: Proportion,
+    reclaimer_queue: str,
+    reclaimer_request: ResourcesLike,
+    victims: Sequence[VictimLike],
+    reclaimer_preemptible: bool = True,
+) -> FairSet | None:
+    """``judge_reclaim``'s verdict on ``victims`` as a ``FairSet`` (None: not fair)."""
+    if not p.enabled:
+        return None
+    tree = p.tree
+    rq = tree.lookup(reclaimer_queue)
+    req = to_vector(reclaimer_request)
+    taken = [(tree.lookup(c.queue), to_vector(c.resources)) for c in map(_normalise, victims)]
+    taken.sort(key=lambda item: item[0])  # stable: each queue keeps its own chunk order
+    remaining: dict[int, list[float]] = {}
+    involved: dict[int, set[int]] = {}
+    last = -1
+    for vq, v in taken:
+        if not _take(p, rq, req, remaining, involved, last, vq, v):
+            return None
+        last = vq
+    if not _saturation(p, rq, req, remaining, involved, reclaimer_preemptible, False).ok:
+        return None
+    return FairSet(last, remaining, involved)
+
+
+def _take(
+    p: Proportion,
+    rq: int,
+    req: Vector,
+    remaining: dict[int, list[float]],
+    involved: dict[int, set[int]],
+    last: int,
+    vq: int,
+    v: Vector,
+) -> bool:
+    """Step 1 of ``judge_reclaim`` for one more chunk ``v`` of queue ``vq`` (>= ``last``, the
+    queue of the chunk before): the strategy check, then the subtraction; in place."""
+    side_r, side_v = _leveled(p, rq, vq)
+    # judge_reclaim sets a victim queue's involved resources to its own chunks' at the start
+    # of the queue's group (dropping what lower queues added if it is their ancestor)
+    mine = involved[vq] | _involved(v) if vq == last else _involved(v)
+    involved[vq] = mine
+    if side_v not in remaining:
+        remaining[side_v] = list(p._get(p._alloc, side_v))
+    if not _fits_strategy(p, req, side_r, side_v, remaining[side_v]):
+        return False
+    ancestors = p.tree.ancestors[vq]
+    for a in ancestors:
+        if a not in remaining:
+            remaining[a] = list(p._get(p._alloc, a))
+        rem = remaining[a]
+        rem[0] -= v[0]
+        rem[1] -= v[1]
+        rem[2] -= v[2]
+    for a in ancestors:
+        involved.setdefault(a, set()).update(mine)
+    return True
 
 
 def _fits_strategy(
