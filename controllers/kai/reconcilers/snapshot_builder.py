@@ -584,10 +584,12 @@ class SnapshotBuilder:
     def __init__(self, scheduler_name: str, config: SchedulerConfig | None = None) -> None:
         self.scheduler_name = scheduler_name
         self.config = config or SchedulerConfig()
-        self._pods: dict[str, tuple[Any, PodInfo | ObjectError]] = {}
-        # parsed nodes and PodGroups by uid: (cache key, result)
+        # parsed pods and PodGroups by uid: (resourceVersion, cache key, result); the same
+        # resourceVersion is the same object, so an unchanged one is found without its key
+        self._pods: dict[str, tuple[Any, Any, PodInfo | ObjectError]] = {}
+        self._podgroups: dict[str, tuple[Any, tuple[Any, ...], JobSpec | ObjectError]] = {}
+        # parsed nodes by uid: (cache key, result)
         self._nodes: dict[str, tuple[tuple[Any, ...], NodeSpec | ObjectError]] = {}
-        self._podgroups: dict[str, tuple[tuple[Any, ...], JobSpec | ObjectError]] = {}
 
     def _node_spec(self, node: dict[str, Any], foreign: Mapping[str, float] | None) -> NodeSpec:
         md = node.get("metadata") or {}
@@ -608,38 +610,53 @@ class SnapshotBuilder:
         return node_spec
 
     def _job_spec(
-        self, pg: dict[str, Any], classes: Mapping[str, int], default_priority: int
+        self,
+        pg: dict[str, Any],
+        classes: Mapping[str, int],
+        default_priority: int,
+        classes_key: tuple[Any, ...] | None = None,
     ) -> JobSpec:
         md = pg.get("metadata") or {}
-        # the parse reads metadata and spec, never status: a status write (resourcesStatus,
-        # schedulingConditions) keeps the parse, as for pods (see _pod_key)
-        key = (_pod_key(md), tuple(sorted(classes.items())), default_priority)
+        if classes_key is None:
+            classes_key = (tuple(sorted(classes.items())), default_priority)
         uid = str(md.get("uid") or f"{md.get('namespace')}/{md.get('name')}")
+        rv = md.get("resourceVersion")
         hit = self._podgroups.get(uid)
-        if hit is None or hit[0] != key:
-            try:
-                value: JobSpec | ObjectError = parse_podgroup(pg, classes, default_priority)
-            except (ValueError, TypeError) as exc:
-                value = exc if isinstance(exc, ObjectError) else ObjectError("spec", str(exc))
-            hit = self._podgroups[uid] = (key, value)
-        if isinstance(hit[1], ObjectError):
-            raise hit[1]
-        job = _shallow_copy(hit[1])
+        if hit is None or rv is None or hit[0] != rv or hit[1][1] != classes_key:
+            # the parse reads metadata and spec, never status: a status write
+            # (resourcesStatus, schedulingConditions) keeps the parse, as for pods (_pod_key)
+            key = (_pod_key(md), classes_key)
+            if hit is None or hit[1] != key:
+                try:
+                    value: JobSpec | ObjectError = parse_podgroup(pg, classes, default_priority)
+                except (ValueError, TypeError) as exc:
+                    value = exc if isinstance(exc, ObjectError) else ObjectError("spec", str(exc))
+                hit = (rv, key, value)
+            else:
+                hit = (rv, key, hit[2])
+            self._podgroups[uid] = hit
+        if isinstance(hit[2], ObjectError):
+            raise hit[2]
+        job = _shallow_copy(hit[2])
         job.tasks = []
         return job
 
     def _pod_info(self, pod: dict[str, Any]) -> PodInfo | ObjectError:
         md = pod.get("metadata") or {}
         uid = str(md.get("uid") or "")
-        key = _pod_key(md)
+        rv = md.get("resourceVersion")
         hit = self._pods.get(uid)
-        if hit is not None and hit[0] == key:
-            return hit[1]
+        if hit is not None and rv is not None and hit[0] == rv:
+            return hit[2]  # the very version parsed before: not even the key to build
+        key = _pod_key(md)
+        if hit is not None and hit[1] == key:
+            self._pods[uid] = (rv, key, hit[2])
+            return hit[2]
         try:
             info: PodInfo | ObjectError = parse_pod(pod)
         except ObjectError as exc:
             info = exc
-        self._pods[uid] = (key, info)
+        self._pods[uid] = (rv, key, info)
         return info
 
     def build(
@@ -676,10 +693,11 @@ class SnapshotBuilder:
 
         # PodGroups first: a pod counts as a task only when its PodGroup is understood
         parsed_jobs: dict[tuple[str, str], tuple[JobSpec, dict[str, Any]]] = {}
+        classes_key = (tuple(sorted(classes.items())), default_priority)
         for pg in podgroups:
             md = pg.get("metadata") or {}
             try:
-                job = self._job_spec(pg, classes, default_priority)
+                job = self._job_spec(pg, classes, default_priority, classes_key)
             except ObjectError as exc:
                 problems.append(Problem(pg, exc.field, exc.message))
                 continue
