@@ -23,6 +23,7 @@ from kai.scheduler.actions.eviction_common import Context, note, run_jobs
 from kai.scheduler.fairshare.reclaim import (
     EMPTY_FAIR_SET,
     FairSet,
+    NotGrowable,
     VictimChunk,
     can_grow,
     fair_set,
@@ -113,9 +114,12 @@ def _attempt(
             return verdict
         chunk = VictimChunk(unit.queue, unit.resources, unit.kind == EXTRA)
         base = grown_sets.get(base_key)
-        if base is not None and can_grow(before, base, unit.queue):
+        grown: FairSet | None
+        try:
+            if base is None or not can_grow(before, base, unit.queue):
+                raise NotGrowable
             grown = grow_fair_set(before, job.queue, request, base, chunk, job.preemptible)
-        else:
+        except NotGrowable:
             grown = fair_set(before, job.queue, request, [*chunks(taken), chunk], job.preemptible)
         if grown is not None:
             grown_sets[key] = grown

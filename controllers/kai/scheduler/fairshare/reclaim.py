@@ -37,7 +37,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from kai.scheduler.fairshare.resources import (
@@ -258,25 +258,51 @@ def _saturation(
     )
 
 
+#: multiples of 1/d (d a power of two) below 2**53/d in magnitude are exact floats, and so are
+#: their sums and differences within that bound
+_EXACT_LIMIT = 2**53
+
+
 @dataclass(frozen=True)
 class FairSet:
     """Step 1 of ``judge_reclaim`` done for a victim set judged fair, kept so that the set
     grown by one chunk is judged in O(queues) instead of O(set) (reclaim's second pass judges
-    each candidate with every unit taken before it). ``last``: the highest victim queue index
-    in the set (-1: empty); a chunk of a lower queue would come earlier in the judge's
-    iteration order, so the grown set must then be judged from scratch (``fair_set``)."""
+    each candidate with every unit taken before it).
+
+    ``last``: the highest victim queue index in the set (-1: empty). ``tails``: per victim-side
+    queue, the queue and vector of its chunk judged last (the judge's iteration order: by
+    victim queue, then in order). A chunk of a queue below ``last`` lands in the middle of
+    that order; it is judged without starting over only when the set is ``exact``: leaf victim
+    queues only, non-negative integer vectors and sums below 2**53, so that the remaining
+    amounts do not depend on the order of the subtractions and, the strategy check being
+    monotone in what remains, the chunks of one victim side all pass iff the one judged last
+    does (see ``grow_fair_set``)."""
 
     last: int
     remaining: dict[int, list[float]]
     involved: dict[int, set[int]]
+    tails: dict[int, tuple[int, Vector]]
+    exact: bool = field(default=True, compare=False)
+    #: bounds while ``exact``: the largest allocated amount met, the sum of chunk maxima
+    #: per resource: the largest denominator (a power of two) of the amounts met, the largest
+    #: allocated amount met (rounded up) and the sum of the chunks (rounded up)
+    denominators: tuple[int, int, int] = field(default=(1, 1, 1), compare=False)
+    allocated_bound: tuple[int, int, int] = field(default=(0, 0, 0), compare=False)
+    taken_bound: tuple[int, int, int] = field(default=(0, 0, 0), compare=False)
 
 
-EMPTY_FAIR_SET = FairSet(-1, {}, {})
+EMPTY_FAIR_SET = FairSet(-1, {}, {}, {})
+
+
+class NotGrowable(Exception):
+    """``grow_fair_set`` cannot judge this chunk from the base: judge the set from scratch."""
 
 
 def can_grow(p: Proportion, base: FairSet, victim_queue: str) -> bool:
-    """May ``grow_fair_set`` add a chunk of ``victim_queue`` to ``base``?"""
-    return p.tree.lookup(victim_queue) >= base.last
+    """Might ``grow_fair_set`` add a chunk of ``victim_queue`` to ``base``? (If not, or if it
+    raises ``NotGrowable``, judge the grown set from scratch with ``fair_set``.)"""
+    vq = p.tree.lookup(victim_queue)
+    return vq >= base.last or (base.exact and not p.tree.children[vq])
 
 
 def grow_fair_set(
@@ -288,23 +314,12 @@ def grow_fair_set(
     reclaimer_preemptible: bool = True,
 ) -> FairSet | None:
     """``base`` (a fair set) with ``victim`` added, or None if that set is not fair: the
-    verdict ``judge_reclaim`` gives the base's chunks followed by ``victim`` (check
-    ``can_grow`` first). Exact: the queue sums are the same subtractions in the same order."""
+    verdict ``judge_reclaim`` gives the base's chunks with ``victim`` added (check
+    ``can_grow`` first). Exact: in order, the queue sums are the same subtractions in the
+    same order; out of order, every amount involved is an exact integer."""
     if not p.enabled:
         return None
-    chunk = _normalise(victim)
-    vq = p.tree.lookup(chunk.queue)
-    if vq < base.last:
-        raise ValueError("grow_fair_set: the chunk's queue comes before the set's last queue")
-    remaining = {k: list(v) for k, v in base.remaining.items()}
-    involved = {k: set(v) for k, v in base.involved.items()}
-    rq = p.tree.lookup(reclaimer_queue)
-    req = to_vector(reclaimer_request)
-    if not _take(p, rq, req, remaining, involved, base.last, vq, to_vector(chunk.resources)):
-        return None
-    if not _saturation(p, rq, req, remaining, involved, reclaimer_preemptible, False).ok:
-        return None
-    return FairSet(vq, remaining, involved)
+    return _grow(p, reclaimer_queue, reclaimer_request, base, victim, reclaimer_preemptible)
 
 
 def fair_set(
@@ -317,21 +332,113 @@ def fair_set(
     """``judge_reclaim``'s verdict on ``victims`` as a ``FairSet`` (None: not fair)."""
     if not p.enabled:
         return None
+    chunks = list(map(_normalise, victims))
+    lookup = p.tree.lookup
+    chunks.sort(key=lambda c: lookup(c.queue))  # stable: each queue keeps its chunk order
+    if not chunks:
+        rq = lookup(reclaimer_queue)
+        req = to_vector(reclaimer_request)
+        if not _saturation(p, rq, req, {}, {}, reclaimer_preemptible, False).ok:
+            return None
+        return EMPTY_FAIR_SET
+    state: FairSet | None = EMPTY_FAIR_SET
+    for i, chunk in enumerate(chunks):
+        assert state is not None
+        saturation = i == len(chunks) - 1  # judged once, on the whole set
+        state = _grow(
+            p, reclaimer_queue, reclaimer_request, state, chunk, reclaimer_preemptible, saturation
+        )
+        if state is None:
+            return None
+    return state
+
+
+def _grow(
+    p: Proportion,
+    reclaimer_queue: str,
+    reclaimer_request: ResourcesLike,
+    base: FairSet,
+    victim: VictimLike,
+    reclaimer_preemptible: bool,
+    saturation: bool = True,
+) -> FairSet | None:
     tree = p.tree
+    chunk = _normalise(victim)
+    vq = tree.lookup(chunk.queue)
+    v = to_vector(chunk.resources)
+    in_order = vq >= base.last
+    leaf = not tree.children[vq]
+    if not in_order and not (base.exact and leaf):
+        raise NotGrowable("the chunk's queue comes before the set's last queue")
+    remaining = {k: list(x) for k, x in base.remaining.items()}
+    involved = {k: set(x) for k, x in base.involved.items()}
+    tails = dict(base.tails)
     rq = tree.lookup(reclaimer_queue)
     req = to_vector(reclaimer_request)
-    taken = [(tree.lookup(c.queue), to_vector(c.resources)) for c in map(_normalise, victims)]
-    taken.sort(key=lambda item: item[0])  # stable: each queue keeps its own chunk order
-    remaining: dict[int, list[float]] = {}
-    involved: dict[int, set[int]] = {}
-    last = -1
-    for vq, v in taken:
-        if not _take(p, rq, req, remaining, involved, last, vq, v):
+    ancestors = tree.ancestors[vq]
+    exact = base.exact and leaf and min(v) >= 0
+    dens, alloc_b, taken_b = base.denominators, base.allocated_bound, base.taken_bound
+    if exact:
+        dens, taken_b = _widen(dens, taken_b, v, add=True)
+        for a in ancestors:
+            if a not in remaining:
+                dens, alloc_b = _widen(dens, alloc_b, p._get(p._alloc, a), add=False)
+        exact = all((alloc_b[k] + taken_b[k]) * dens[k] < _EXACT_LIMIT for k in RESOURCE_INDEXES)
+    if in_order:
+        if not _take(p, rq, req, remaining, involved, tails, base.last, vq, v):
             return None
-        last = vq
-    if not _saturation(p, rq, req, remaining, involved, reclaimer_preemptible, False).ok:
+    else:
+        if not exact:
+            raise NotGrowable("a chunk out of queue order needs exact integer amounts")
+        side_r, side_v = _leveled(p, rq, vq)
+        mine = involved.get(vq, set()) | _involved(v)
+        involved[vq] = mine
+        tail = tails.get(side_v)
+        if tail is None or vq >= tail[0]:
+            tails[side_v] = tail = (vq, v)
+        for a in ancestors:
+            if a not in remaining:
+                remaining[a] = list(p._get(p._alloc, a))
+            rem = remaining[a]
+            rem[0] -= v[0]
+            rem[1] -= v[1]
+            rem[2] -= v[2]
+        for a in ancestors:
+            involved.setdefault(a, set()).update(mine)
+        # what the side keeps before its chunk judged last: the least any of its checks sees
+        left = remaining[side_v]
+        last_v = tail[1]
+        before_last = (left[0] + last_v[0], left[1] + last_v[1], left[2] + last_v[2])
+        if not _fits_strategy(p, req, side_r, side_v, before_last):
+            return None
+    if (
+        saturation
+        and not _saturation(p, rq, req, remaining, involved, reclaimer_preemptible, False).ok
+    ):
         return None
-    return FairSet(last, remaining, involved)
+    return FairSet(max(vq, base.last), remaining, involved, tails, exact, dens, alloc_b, taken_b)
+
+
+def _widen(
+    dens: tuple[int, int, int], bound: tuple[int, int, int], v: Vector, add: bool
+) -> tuple[tuple[int, int, int], tuple[int, int, int]]:
+    """Denominators and bound (summed if ``add``, else the maximum) with the amounts ``v``."""
+    new_dens = list(dens)
+    new_bound = list(bound)
+    for k in RESOURCE_INDEXES:
+        x = v[k]
+        if not math.isfinite(x):
+            return (_EXACT_LIMIT, _EXACT_LIMIT, _EXACT_LIMIT), _triple(new_bound)
+        den = x.as_integer_ratio()[1]
+        if den > new_dens[k]:
+            new_dens[k] = den
+        size = math.ceil(abs(x))
+        new_bound[k] = new_bound[k] + size if add else max(new_bound[k], size)
+    return (new_dens[0], new_dens[1], new_dens[2]), _triple(new_bound)
+
+
+def _triple(b: list[int]) -> tuple[int, int, int]:
+    return (b[0], b[1], b[2])
 
 
 def _take(
@@ -340,6 +447,7 @@ def _take(
     req: Vector,
     remaining: dict[int, list[float]],
     involved: dict[int, set[int]],
+    tails: dict[int, tuple[int, Vector]],
     last: int,
     vq: int,
     v: Vector,
@@ -355,6 +463,7 @@ def _take(
         remaining[side_v] = list(p._get(p._alloc, side_v))
     if not _fits_strategy(p, req, side_r, side_v, remaining[side_v]):
         return False
+    tails[side_v] = (vq, v)
     ancestors = p.tree.ancestors[vq]
     for a in ancestors:
         if a not in remaining:
