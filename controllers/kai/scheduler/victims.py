@@ -222,6 +222,7 @@ def order_units(session: Session, units: Iterable[VictimUnit]) -> Iterator[Victi
         return found
 
     roots = sorted(tree.roots, key=lambda q: q.name)
+    children: dict[str, list[QueueInfo]] = {}  # sorted once per order
     produced = 0
     total = sum(len(m) for m in by_leaf.values())
     while produced < total:
@@ -229,18 +230,25 @@ def order_units(session: Session, units: Iterable[VictimUnit]) -> Iterator[Victi
         chosen: QueueInfo | None = None
         while True:
             best: QueueInfo | None = None
+            best_key: QueueOrderKey | None = None
             for queue in siblings:
-                if left.get(queue.name, 0) <= 0:
+                name = queue.name
+                if left.get(name, 0) <= 0:
                     continue
                 # victim mode: the queue that would be scheduled last is robbed first
-                if best is None or key(queue.name).compare(key(best.name)) > 0:
-                    best = queue
+                queue_key = key(name)
+                if best_key is None or queue_key.compare(best_key) > 0:
+                    best, best_key = queue, queue_key
             if best is None:
                 break
             chosen = best
             if best.is_leaf:
                 break
-            siblings = sorted(best.children, key=lambda q: q.name)
+            sorted_children = children.get(best.name)
+            if sorted_children is None:
+                sorted_children = sorted(best.children, key=lambda q: q.name)
+                children[best.name] = sorted_children
+            siblings = sorted_children
         if chosen is None or not chosen.is_leaf:
             break
         unit = by_leaf[chosen.name][cursor[chosen.name]]
