@@ -74,13 +74,27 @@ class NodeTable:
 
     def charge(self, node: int, request: FloatArray, status: TaskStatus, sign: int) -> None:
         """Add (sign +1) or remove (sign -1) a request held with ``status`` on ``node``."""
+        # in place, without a temporary ``sign * request`` (x - (-y) is exactly x + y)
         if status is TaskStatus.RUNNING or status is TaskStatus.ALLOCATED or status in _HOLDING:
-            self.idle[node] -= sign * request
+            idle = self.idle[node]
+            if sign > 0:
+                idle -= request
+            else:
+                idle += request
         elif status is TaskStatus.RELEASING:
-            self.idle[node] -= sign * request
-            self.releasing[node] += sign * request
+            idle, releasing = self.idle[node], self.releasing[node]
+            if sign > 0:
+                idle -= request
+                releasing += request
+            else:
+                idle += request
+                releasing -= request
         elif status is TaskStatus.PIPELINED:
-            self.releasing[node] -= sign * request
+            releasing = self.releasing[node]
+            if sign > 0:
+                releasing -= request
+            else:
+                releasing += request
         else:
             return
         self.touched.append(node)
