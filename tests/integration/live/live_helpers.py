@@ -1,14 +1,24 @@
-"""Helpers shared by the live-component tests: the conformance tests' polling helper, with the
-longer default wait that whole control loops need."""
+"""Helpers shared by the live-component and end-to-end tests."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from typing import Any
-
-from k8s_helpers import eventually as _eventually
 
 
 def eventually(check: Callable[[], Any], timeout: float = 15.0, interval: float = 0.05) -> Any:
     """Poll ``check`` until it returns a truthy value (or stops raising AssertionError)."""
-    return _eventually(check, timeout=timeout, interval=interval)
+    deadline = time.monotonic() + timeout
+    last: BaseException | None = None
+    while time.monotonic() < deadline:
+        try:
+            value = check()
+            if value:
+                return value
+        except AssertionError as exc:
+            last = exc
+        time.sleep(interval)
+    if last is not None:
+        raise last
+    raise AssertionError(f"condition not met within {timeout}s")
