@@ -396,15 +396,7 @@ def _grow(
         tail = tails.get(side_v)
         if tail is None or vq >= tail[0]:
             tails[side_v] = tail = (vq, v)
-        for a in ancestors:
-            if a not in remaining:
-                remaining[a] = list(p._get(p._alloc, a))
-            rem = remaining[a]
-            rem[0] -= v[0]
-            rem[1] -= v[1]
-            rem[2] -= v[2]
-        for a in ancestors:
-            involved.setdefault(a, set()).update(mine)
+        _subtract(p, remaining, involved, ancestors, v, mine)
         # what the side keeps before its chunk judged last: the least any of its checks sees
         left = remaining[side_v]
         last_v = tail[1]
@@ -464,7 +456,20 @@ def _take(
     if not _fits_strategy(p, req, side_r, side_v, remaining[side_v]):
         return False
     tails[side_v] = (vq, v)
-    ancestors = p.tree.ancestors[vq]
+    _subtract(p, remaining, involved, p.tree.ancestors[vq], v, mine)
+    return True
+
+
+def _subtract(
+    p: Proportion,
+    remaining: dict[int, list[float]],
+    involved: dict[int, set[int]],
+    ancestors: Sequence[int],
+    v: Vector,
+    mine: set[int],
+) -> None:
+    """Take chunk ``v`` off every queue of ``ancestors`` (starting from its allocation the
+    first time) and mark the chunk's resources as involved there; in place."""
     for a in ancestors:
         if a not in remaining:
             remaining[a] = list(p._get(p._alloc, a))
@@ -472,9 +477,7 @@ def _take(
         rem[0] -= v[0]
         rem[1] -= v[1]
         rem[2] -= v[2]
-    for a in ancestors:
         involved.setdefault(a, set()).update(mine)
-    return True
 
 
 def _fits_strategy(
