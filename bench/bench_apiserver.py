@@ -20,7 +20,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import urllib3
 
-from kai.sim.apiserver import ApiServer
+from kube_emulator import ApiServer
 
 
 def _run(pool: urllib3.PoolManager, method: str, url: str, body: object = None) -> dict:

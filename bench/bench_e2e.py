@@ -74,10 +74,10 @@ def main(argv: list[str] | None = None) -> int:
     from kai.kube.client import Kube
     from kai.kube.resources import PODS, QUEUES
     from kai.kube.writes import create_if_absent
-    from kai.sim.apiserver import ApiServer
     from kai.sim.nodes import NodeShape, create_nodes
     from kai.sim.system import System, SystemOptions, bootstrap, wait_until
     from kai.sim.workloads import ensure_namespace, pod_manifest
+    from kube_emulator import ApiServer
 
     history = max(200_000, args.pods * 12)
     counting = threading.Event()

@@ -27,8 +27,8 @@ def _kai() -> list[str]:
 
 
 def _phases(path: str) -> dict[str, float]:
-    from kai.scheduler.scenario import build_report, load_scenario, render_json, to_snapshot
-    from kai.scheduler.scenario.rounds import read_result
+    from kai.scenario import build_report, load_scenario, render_json, to_snapshot
+    from kai.scenario.rounds import read_result
     from kai.scheduler.session import run_session
 
     marks = [time.perf_counter()]
@@ -38,8 +38,8 @@ def _phases(path: str) -> dict[str, float]:
     marks.append(time.perf_counter())
     result = run_session(snapshot, scenario.actions)
     marks.append(time.perf_counter())
-    from kai.scheduler.scenario.convert import initial_state
-    from kai.scheduler.scenario.rounds import Round
+    from kai.scenario.convert import initial_state
+    from kai.scenario.rounds import Round
 
     rounds = [Round(initial_state(scenario), read_result(scenario, result), None)]
     render_json(build_report(scenario, rounds, check=False))

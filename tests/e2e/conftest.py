@@ -16,8 +16,8 @@ sys.path.insert(0, str(Path(__file__).parents[1] / "integration" / "live"))  # l
 from e2e_helpers import Cluster
 
 from kai.kube.client import Kube
-from kai.sim.apiserver import ApiServer
 from kai.sim.system import System, SystemOptions, bootstrap
+from kube_emulator import ApiServer
 
 
 @pytest.fixture

@@ -7,9 +7,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from kai.kube.client import Kube
-from kai.sim.apiserver import ApiServer
 from kai.sim.nodes import NodeShape, create_nodes
 from kai.sim.system import System
+from kube_emulator import ApiServer
 
 
 def queue(

@@ -1,6 +1,6 @@
 """Fixtures for the API conformance tests.
 
-By default every test talks to an embedded ``kai.sim.apiserver`` started on a free port. With
+By default every test talks to an embedded ``kube_emulator`` started on a free port. With
 ``KAI_TEST_KUBECONFIG=/path/to/kubeconfig`` the same tests run against that (real) cluster;
 tests that need the embedded server's knobs (fault injection, compaction, the pod-deletion
 rule, local webhooks) are skipped there. Each test gets its own namespace.
@@ -58,7 +58,7 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
         path = Path(external)
         yield Cluster(path, config.new_client_from_config(str(path)), None)
         return
-    from kai.sim.apiserver import ApiServer
+    from kube_emulator import ApiServer
 
     server = ApiServer(bookmark_interval=0.5).start()
     path = server.write_kubeconfig(tmp_path_factory.mktemp("kube") / "kubeconfig")

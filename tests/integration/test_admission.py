@@ -14,7 +14,7 @@ import pytest
 from k8s_helpers import pod, status_of
 from kubernetes import client
 
-from kai.sim.apiserver.tls import TLSUnavailable, make_certificates
+from kube_emulator.tls import TLSUnavailable, make_certificates
 
 
 class _Hook(BaseHTTPRequestHandler):

@@ -18,7 +18,7 @@ def _kai() -> list[str]:
 
 
 def _tls_possible() -> bool:
-    from kai.sim.apiserver.tls import TLSUnavailable, make_certificates
+    from kube_emulator.tls import TLSUnavailable, make_certificates
 
     try:
         make_certificates(["localhost"], ["127.0.0.1"])

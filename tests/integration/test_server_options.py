@@ -57,7 +57,7 @@ def _auth(api):
 
 
 def test_immediate_pod_deletion_rule(tmp_path):
-    from kai.sim.apiserver import ApiServer
+    from kube_emulator import ApiServer
 
     with ApiServer(pod_deletion="immediate") as server:
         api = config.new_client_from_config(str(server.write_kubeconfig(tmp_path / "kc")))

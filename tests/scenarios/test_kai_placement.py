@@ -28,10 +28,10 @@ from pathlib import Path
 
 import pytest
 
-from kai.scheduler.scenario import load_scenario, run_scenario
-from kai.scheduler.scenario.comparison import checked_states
-from kai.scheduler.scenario.convert import TaskState
-from kai.scheduler.scenario.model import Scenario
+from kai.scenario import load_scenario, run_scenario
+from kai.scenario.comparison import checked_states
+from kai.scenario.convert import TaskState
+from kai.scenario.model import Scenario
 from kai.scheduler.session import run_session
 
 HERE = Path(__file__).parent

@@ -17,8 +17,8 @@ from pathlib import Path
 import pytest
 
 from kai.commands.simulate import execute
+from kai.scenario import load_scenario
 from kai.scheduler.errors import IMPLEMENTED_ACTIONS
-from kai.scheduler.scenario import load_scenario
 
 from .conftest import UNSUPPORTED_PREFIX
 

@@ -1,4 +1,4 @@
-"""Pure-function pieces of the embedded API server (kai.sim.apiserver): patches, selectors,
+"""Pure-function pieces of the embedded API server (kube_emulator): patches, selectors,
 the CEL subset, schema validation, server-side apply field sets, and the store's history
 window. The HTTP behaviour is covered by tests/integration/."""
 
@@ -10,13 +10,13 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kai.sim.apiserver import apply as ssa
-from kai.sim.apiserver.cel import CelError, UnsupportedRule, evaluate
-from kai.sim.apiserver.errors import ApiError
-from kai.sim.apiserver.patch import json_patch, merge_patch, strategic_merge_patch
-from kai.sim.apiserver.schema_validation import validate_custom_resource
-from kai.sim.apiserver.selectors import labels_match, parse_label_selector
-from kai.sim.apiserver.storage import Store
+from kube_emulator import apply as ssa
+from kube_emulator.cel import CelError, UnsupportedRule, evaluate
+from kube_emulator.errors import ApiError
+from kube_emulator.patch import json_patch, merge_patch, strategic_merge_patch
+from kube_emulator.schema_validation import validate_custom_resource
+from kube_emulator.selectors import labels_match, parse_label_selector
+from kube_emulator.storage import Store
 
 json_values = st.recursive(
     st.none() | st.booleans() | st.integers(-5, 5) | st.text(max_size=3),

@@ -1,18 +1,18 @@
-"""Every rule of kai.scheduler.gpu_request, one test (or one parametrised case) per rule."""
+"""Every rule of kai.api.gpu_request, one test (or one parametrised case) per rule."""
 
 from __future__ import annotations
 
 import pytest
 
-from kai.scheduler.gpu_request import (
+from kai.api.gpu_request import (
     ContainerResources,
+    GpuRequest,
     GpuRequestError,
     gpu_request_from_pod,
     mig_profile_gpus,
     parse_gpu_request,
     queue_gpus,
 )
-from kai.scheduler.snapshot import GpuRequest
 
 MAIN = ContainerResources("main")
 

@@ -1,10 +1,10 @@
-"""kai.scheduler.segments: segment-size annotations -> per-segment subgroups."""
+"""kai.reconcilers.segments: segment-size annotations -> per-segment subgroups."""
 
 from __future__ import annotations
 
 import pytest
 
-from kai.scheduler.segments import SegmentError, plan_segments
+from kai.reconcilers.segments import SegmentError, plan_segments
 from kai.scheduler.snapshot import SubGroupSpec, TopologyConstraint
 
 RACK = "k8s.io/rack"

@@ -127,7 +127,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     import logging
 
-    from kai.sim.apiserver import ApiServer, ServerOptions
+    from kube_emulator import ApiServer, ServerOptions
 
     logging.basicConfig(
         level=args.log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s"

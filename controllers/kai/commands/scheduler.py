@@ -98,7 +98,7 @@ def run_live(args: argparse.Namespace, component: str, **options: Any) -> int:
     """Start ``component`` of the live system and run it until a signal."""
     setup_logging(args.log_level)
     from kai.kube.client import ConfigError, KubeError
-    from kai.reconcilers.metrics import MetricsServer
+    from kai.metrics import MetricsServer
     from kai.sim.system import System, SystemOptions
 
     opts = SystemOptions(

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from kai.scheduler.scenario import SessionFn
+    from kai.scenario import SessionFn
 
 HELP = "run a scheduling scenario file through the scheduler core"
 
@@ -54,8 +54,7 @@ def execute(
 
     ``session`` replaces the core's ``run_session`` (tests); by default the core is used.
     """
-    from kai.scheduler.errors import UnsupportedActionError
-    from kai.scheduler.scenario import (
+    from kai.scenario import (
         CoreOutputError,
         ScenarioError,
         build_report,
@@ -64,6 +63,7 @@ def execute(
         render_text,
         run_scenario,
     )
+    from kai.scheduler.errors import UnsupportedActionError
 
     try:
         scenario = load_scenario(path, require_expected=check)

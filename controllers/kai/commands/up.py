@@ -122,11 +122,11 @@ def _up(
     stop: threading.Event,
 ) -> int:
     from kai.kube.client import Kube, KubeError
-    from kai.reconcilers.metrics import MetricsServer
-    from kai.sim.apiserver import ApiServer
+    from kai.metrics import MetricsServer
     from kai.sim.nodes import NodeShape, create_nodes
     from kai.sim.system import System, SystemOptions, apply_objects, bootstrap
     from kai.sim.workloads import submit_sample_mix
+    from kube_emulator import ApiServer
 
     server = ApiServer(host=args.host, port=args.port)
     try:

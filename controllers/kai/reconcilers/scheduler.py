@@ -46,7 +46,7 @@ from kai.kube.resources import (
     TOPOLOGIES,
 )
 from kai.kube.writes import create_if_absent, delete_if_present, patch_if_changed
-from kai.reconcilers.metrics import SchedulerMetrics
+from kai.metrics import SchedulerMetrics
 from kai.reconcilers.snapshot_builder import (
     LAST_START,
     STALE_SINCE,
@@ -118,7 +118,7 @@ def config_from_configmap(cm: dict[str, Any]) -> SchedulerConfig:
     ``sharing-policy.*.yaml`` (see kai.gitops.compile). Raises ValueError naming the key."""
     import yaml
 
-    from kai.gitops.scheduler_settings import to_scheduler_config
+    from kai.api.scheduler_settings import to_scheduler_config
 
     data = cm.get("data") or {}
     policy: dict[str, Any] | None = None

@@ -29,8 +29,8 @@ from typing import Any, TypeVar
 
 from kai.api.duration import DurationError
 from kai.api.duration import parse_duration as _parse_go_duration
+from kai.api.gpu_request import GPU_RESOURCE, GpuRequestError, gpu_request_from_pod
 from kai.api.quantity import QuantityError, parse_quantity
-from kai.scheduler.gpu_request import GPU_RESOURCE, GpuRequestError, gpu_request_from_pod
 from kai.scheduler.snapshot import (
     GpuRequest,
     JobSpec,

@@ -17,11 +17,11 @@ import threading
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
+from kai.api.gpu_request import queue_gpus
 from kai.kube.client import Kube, KubeError
 from kai.kube.resources import PODGROUPS, QUEUES
 from kai.kube.writes import patch_if_changed
 from kai.reconcilers.snapshot_builder import BuiltSnapshot
-from kai.scheduler.gpu_request import queue_gpus
 from kai.scheduler.result import SessionResult
 from kai.scheduler.snapshot import ALLOCATED_STATUSES
 

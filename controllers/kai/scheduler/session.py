@@ -11,10 +11,10 @@ from __future__ import annotations
 import gc
 from collections.abc import Sequence
 
+from kai.api.gpu_request import mig_profile_gpus, queue_gpus
 from kai.scheduler.errors import IMPLEMENTED_ACTIONS, SnapshotError, UnsupportedActionError
 from kai.scheduler.fairshare.proportion import Proportion
 from kai.scheduler.fairshare.resources import Vector
-from kai.scheduler.gpu_request import mig_profile_gpus, queue_gpus
 from kai.scheduler.gpu_sharing import new_device_id
 from kai.scheduler.jobs import ACTIVE, JobInfo, TaskInfo, build_subgroup_tree
 from kai.scheduler.nodes import NodeTable

@@ -15,6 +15,9 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass, field
 
+from kai.api.gpu_request import GpuRequest as GpuRequest  # part of the snapshot data model
+from kai.api.scheduler_config import SchedulerConfig as SchedulerConfig  # likewise
+
 
 class TaskStatus(enum.Enum):
     """Pod status as the scheduler sees it (KAI-FACTS §3.2)."""
@@ -63,31 +66,6 @@ class ResourceName:
 MANAGED_RESOURCES = (ResourceName.GPU, ResourceName.CPU, ResourceName.MEMORY)
 
 UNLIMITED = -1.0
-
-
-@dataclass(frozen=True)
-class GpuRequest:
-    """What one task asks of GPUs. At most one of the forms is non-zero.
-
-    - ``whole``: N exclusive devices.
-    - ``fraction``: a portion (0 < f <= 1) of each of ``num_devices`` shared devices.
-    - ``memory_mib``: MiB on each of ``num_devices`` shared devices.
-    - ``mig``: MIG profile resource name (``nvidia.com/mig-1g.10gb``) -> instance count.
-    """
-
-    whole: int = 0
-    fraction: float | None = None
-    memory_mib: float | None = None
-    num_devices: int = 1
-    mig: tuple[tuple[str, int], ...] = ()
-
-    @property
-    def is_shared(self) -> bool:
-        return self.fraction is not None or self.memory_mib is not None
-
-    @property
-    def is_mig(self) -> bool:
-        return bool(self.mig)
 
 
 @dataclass(frozen=True)
@@ -267,33 +245,6 @@ class TopologySpec:
     name: str
     levels: list[str]  # node label keys, broadest first
     aliases: dict[str, str] = field(default_factory=dict)  # alias -> node label key
-
-
-@dataclass
-class SchedulerConfig:
-    """Knobs of one session; defaults are KAI's."""
-
-    actions: tuple[str, ...] = (
-        "allocate",
-        "consolidation",
-        "reclaim",
-        "preempt",
-        "stalegangeviction",
-    )
-    placement_gpu: str = "binpack"  # binpack | spread | none
-    placement_cpu: str = "binpack"
-    gpu_sharing_placement: str = "pack"  # pack | spread | none
-    proportion: bool = True
-    predicates: bool = True
-    staleness_grace_period: float = 60.0  # seconds; < 0 = never
-    max_consolidation_preemptees: int = 16  # -1 = unlimited, 0 = consolidation off
-    allow_consolidating_reclaim: bool = True
-    k_value: float = 1.0
-    queue_depth_per_action: dict[str, int] = field(default_factory=dict)  # absent = unlimited
-    reclaimer_saturation_multiplier: float = 1.0
-    default_preempt_min_runtime: float = 0.0
-    default_reclaim_min_runtime: float = 0.0
-    reclaim_min_runtime_resolve: str = "lca"  # lca | queue
 
 
 @dataclass

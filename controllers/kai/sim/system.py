@@ -21,8 +21,8 @@ from kai.kube.informer import Informer, InformerSet
 from kai.kube.leader import LeaderElector
 from kai.kube.resources import BY_KIND, CRDS, JOBS, NAMESPACES, PODGROUPS, PODS
 from kai.kube.writes import create_if_absent, patch_if_changed, with_retries
+from kai.metrics import SchedulerMetrics
 from kai.reconcilers.binder import Binder
-from kai.reconcilers.metrics import SchedulerMetrics
 from kai.reconcilers.podgrouper import PodGrouper
 from kai.reconcilers.scheduler import Scheduler, SchedulerOptions, make_informers
 from kai.reconcilers.status import StatusWriter
@@ -180,7 +180,7 @@ class System:
         return elector
 
     def start(self, sync_timeout: float = 60.0) -> System:
-        from kai.kube.gctune import tune_for_large_caches
+        from kube_emulator.gctune import tune_for_large_caches
 
         tune_for_large_caches()  # the informer caches grow large: see gctune.py
         o = self.options

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from kai.kube.client import Kube
-from kai.sim.apiserver import ApiServer
+from kube_emulator import ApiServer
 
 sys.path.insert(0, str(Path(__file__).parent))  # for live_helpers
 

@@ -10,7 +10,7 @@ from live_helpers import eventually
 from kai.kube.client import Kube
 from kai.kube.informer import Informer
 from kai.kube.resources import CONFIGMAPS
-from kai.sim.apiserver import ApiServer
+from kube_emulator import ApiServer
 
 
 def _cm(name: str, value: str = "1") -> dict[str, Any]:

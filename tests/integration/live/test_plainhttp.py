@@ -12,9 +12,9 @@ import pytest
 from kai.kube.client import ApiError, Kube, TransientError
 from kai.kube.plainhttp import ConnectionLost, PlainHTTP
 from kai.kube.resources import PODS
-from kai.sim.apiserver import ApiServer
-from kai.sim.apiserver.options import ServerOptions
 from kai.sim.workloads import ensure_namespace, pod_manifest
+from kube_emulator import ApiServer
+from kube_emulator.options import ServerOptions
 
 
 def test_kube_uses_the_plain_path_and_round_trips(kube: Kube) -> None:

@@ -11,7 +11,7 @@ from kai.kube.events import EventRecorder
 from kai.kube.leader import LeaderElector
 from kai.kube.resources import CONFIGMAPS, EVENTS, LEASES
 from kai.kube.writes import create_if_absent, create_or_get, delete_if_present, patch_if_changed
-from kai.sim.apiserver import ApiServer
+from kube_emulator import ApiServer
 
 
 def _cm(name: str) -> dict:

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+from kai.api.scheduler_settings import parse_duration, to_scheduler_config
 from kai.gitops.compile import scheduler_settings, sharing_settings
-from kai.gitops.scheduler_settings import parse_duration, to_scheduler_config
 from kai.scheduler.snapshot import SchedulerConfig
 
 
@@ -84,7 +84,7 @@ def test_plugin_arguments_reach_the_config_and_kai_misspelt_key_is_an_alias(
 
 
 def test_bad_plugin_argument_is_refused_with_its_name() -> None:
-    from kai.scheduler.plugins.arguments import PluginArgumentError
+    from kai.api.plugin_arguments import PluginArgumentError
 
     spec = {"plugins": {"minruntime": {"arguments": {"reclaimResolveMethod": "nearest"}}}}
     with pytest.raises(PluginArgumentError, match="reclaimResolveMethod"):

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 import yaml
 
-from kai.scheduler.scenario import Scenario, load_scenario
+from kai.scenario import Scenario, load_scenario
 
 UNLIMITED = {"quota": -1, "limit": -1, "overQuotaWeight": 1}
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from kai.scenario import NOW, Scenario, TaskState, to_snapshot
 from kai.scheduler import snapshot as core
-from kai.scheduler.scenario import NOW, Scenario, TaskState, to_snapshot
 
 from .conftest import document, job, node, task
 

@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 
 from kai.commands.simulate import execute
+from kai.scenario import Scenario, ScenarioError, load_scenario, to_snapshot
 from kai.scheduler import snapshot as core
-from kai.scheduler.scenario import Scenario, ScenarioError, load_scenario, to_snapshot
 
 from .conftest import document, job, node, task
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from kai.scheduler.scenario import Scenario, TaskState, node_figures
-from kai.scheduler.scenario.figures import Figures
+from kai.scenario import Scenario, TaskState, node_figures
+from kai.scenario.figures import Figures
 
 from .conftest import document, job, node, task
 

@@ -6,8 +6,8 @@ from collections.abc import Callable, Sequence
 
 import pytest
 
+from kai.scenario import CoreOutputError, Scenario, TaskState, advance, run_scenario
 from kai.scheduler.result import SessionResult, TaskOutcome
-from kai.scheduler.scenario import CoreOutputError, Scenario, TaskState, advance, run_scenario
 from kai.scheduler.snapshot import Snapshot, TaskStatus
 
 from .conftest import document, job, node, task

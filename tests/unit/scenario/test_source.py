@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from kai.scheduler.scenario import ScenarioError, load_scenario
+from kai.scenario import ScenarioError, load_scenario
 
 BASE = (Path(__file__).parent / "data" / "base.yaml").read_text()
 

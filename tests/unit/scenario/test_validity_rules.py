@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from kai.commands.simulate import execute
-from kai.scheduler.scenario import ScenarioError, load_scenario
+from kai.scenario import ScenarioError, load_scenario
 
 BASE = (Path(__file__).parent / "data" / "base.yaml").read_text()
 

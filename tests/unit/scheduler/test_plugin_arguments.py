@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from kai.scheduler.plugins.arguments import (
+from kai.api.plugin_arguments import (
     PluginArgumentError,
     apply_plugin_arguments,
     parse_duration,

@@ -17,11 +17,11 @@ from pathlib import Path
 
 import pytest
 
+from kai.scenario import advance, load_scenario, run_scenario, to_snapshot
+from kai.scenario.model import Scenario
+from kai.scenario.rounds import State, read_result
 from kai.scheduler.errors import KNOWN_ACTIONS
 from kai.scheduler.result import SessionResult
-from kai.scheduler.scenario import advance, load_scenario, run_scenario, to_snapshot
-from kai.scheduler.scenario.model import Scenario
-from kai.scheduler.scenario.rounds import State, read_result
 from kai.scheduler.session import run_session
 
 SCENARIOS = Path(__file__).resolve().parents[2] / "scenarios"

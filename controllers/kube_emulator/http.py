@@ -1,0 +1,543 @@
+"""HTTP front end: routes Kubernetes REST paths to :class:`ApiCore` and streams watches.
+
+A :class:`http.server.ThreadingHTTPServer` (one thread per connection, HTTP/1.1 keep-alive) is
+enough here: the work per request is a few dict operations under one lock, watches are
+long-lived blocking loops that fit a thread each, and nothing heavier needs importing
+(docs/design/apiserver.md has the measurements and the reasoning)."""
+
+from __future__ import annotations
+
+import logging
+import time
+from email.utils import formatdate
+from http import HTTPStatus
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import TYPE_CHECKING, Any
+from urllib.parse import parse_qsl, urlsplit
+
+import orjson
+
+from kube_emulator import discovery, eviction, openapi, protobuf, reviews
+from kube_emulator.errors import ApiError, bad_request
+from kube_emulator.operations import WriteOptions
+from kube_emulator.tables import to_table
+from kube_emulator.watch import serve_watch
+
+if TYPE_CHECKING:
+    from kube_emulator.operations import ApiCore
+    from kube_emulator.resources import ResourceType
+
+log = logging.getLogger("kube_emulator")
+MAX_BODY = 3 * 1024 * 1024  # what kube-apiserver accepts per request body
+_PHRASES = {status.value: status.phrase for status in HTTPStatus}
+_date_cache: list[Any] = [0, ""]
+
+
+def _http_date() -> str:
+    now = int(time.time())
+    if now != _date_cache[0]:
+        _date_cache[0] = now
+        _date_cache[1] = formatdate(now, usegmt=True)
+    return str(_date_cache[1])
+
+
+_PATCH_TYPES = (
+    "application/json-patch+json",
+    "application/merge-patch+json",
+    "application/strategic-merge-patch+json",
+    "application/apply-patch+yaml",
+)
+
+
+class ApiHTTPServer(ThreadingHTTPServer):
+    daemon_threads = True
+    allow_reuse_address = True
+    request_queue_size = 512
+
+    def __init__(self, address: tuple[str, int], core: ApiCore) -> None:
+        super().__init__(address, ApiHandler)
+        self.core = core
+        self.stopping = False
+        self.request_count = 0
+        # requests by (verb, resource, subresource), as kube-apiserver's apiserver_request_total
+        self.request_counts: dict[tuple[str, str, str], int] = {}
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        """A client that went away mid-request (reset, broken pipe) is routine: no report.
+        Anything else is logged with its traceback."""
+        import sys
+
+        exc = sys.exc_info()[1]
+        if isinstance(exc, (ConnectionResetError, BrokenPipeError, TimeoutError)):
+            return
+        log.error("error on a connection from %s", client_address, exc_info=True)
+
+
+class _Headers(dict[str, str]):
+    """Request headers, looked up case-insensitively (keys are stored lower-case)."""
+
+    def get(self, key: str, default: Any = None) -> Any:
+        return super().get(key.lower(), default)
+
+    def __getitem__(self, key: str) -> str:
+        return super().__getitem__(key.lower())
+
+    def __contains__(self, key: object) -> bool:
+        return isinstance(key, str) and super().__contains__(key.lower())
+
+
+class Route:
+    __slots__ = ("group", "name", "namespace", "plural", "sub", "version")
+
+    def __init__(
+        self,
+        group: str,
+        version: str,
+        namespace: str | None,
+        plural: str,
+        name: str | None,
+        sub: str,
+    ) -> None:
+        self.group, self.version, self.namespace = group, version, namespace
+        self.plural, self.name, self.sub = plural, name, sub
+
+
+def _parse_resource_path(parts: list[str]) -> Route | None:
+    """``parts`` after the /api or /apis prefix."""
+    if parts and parts[0] == "api":
+        if len(parts) < 3:
+            return None
+        group, version, rest = "", parts[1], parts[2:]
+    elif parts and parts[0] == "apis":
+        if len(parts) < 4:
+            return None
+        group, version, rest = parts[1], parts[2], parts[3:]
+    else:
+        return None
+    ns: str | None = None
+    if (
+        rest[0] == "namespaces"
+        and len(rest) >= 3
+        and not (group == "" and len(rest) == 3 and rest[2] in ("status", "finalize"))
+    ):
+        ns, rest = rest[1], rest[2:]
+    plural = rest[0]
+    name = rest[1] if len(rest) > 1 else None
+    sub = rest[2] if len(rest) > 2 else ""
+    if len(rest) > 3:
+        return None
+    return Route(group, version, ns, plural, name, sub)
+
+
+def _verb(method: str, route: Route, q: dict[str, str]) -> str:
+    """kube-apiserver's verb names: GET is get, list or watch; DELETE of a collection is
+    deletecollection."""
+    if method == "GET":
+        if q.get("watch") in ("true", "1", "True"):
+            return "WATCH"
+        return "GET" if route.name is not None else "LIST"
+    if method == "DELETE" and route.name is None:
+        return "DELETECOLLECTION"
+    return "POST" if method == "POST" else method
+
+
+class ApiHandler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    disable_nagle_algorithm = True  # small responses must not wait for delayed ACKs
+    server: ApiHTTPServer
+    pending: list[bytes]
+    server_version = "kai-sim-apiserver"
+
+    def parse_request(self) -> bool:
+        """Parse the request line and headers (a lean replacement for the standard library's
+        email-based header parser, which cost a fifth of every small request)."""
+        raw_line: bytes = getattr(self, "raw_requestline", b"")
+        line = str(raw_line, "iso-8859-1").rstrip("\r\n")
+        self.requestline = line
+        parts = line.split(" ")
+        if len(parts) != 3 or not parts[2].startswith("HTTP/"):
+            self.request_version = "HTTP/1.1"
+            self.close_connection = True
+            self.send_error(400, f"Bad request line {line!r}")
+            return False
+        self.command, self.path, self.request_version = parts
+        headers = _Headers()
+        for _ in range(200):
+            raw = self.rfile.readline(65537)
+            if raw in (b"\r\n", b"\n", b""):
+                break
+            name, sep, value = str(raw, "iso-8859-1").partition(":")
+            if not sep:
+                self.close_connection = True
+                self.send_error(400, "Bad header line")
+                return False
+            headers[name.strip().lower()] = value.strip()
+        else:
+            self.close_connection = True
+            self.send_error(431, "Too many headers")
+            return False
+        self.headers = headers  # type: ignore[assignment]
+        conn = headers.get("connection", "").lower()
+        self.close_connection = conn == "close" or (
+            self.request_version == "HTTP/1.0" and conn != "keep-alive"
+        )
+        return True
+
+    def log_message(self, format: str, *args: Any) -> None:
+        log.debug("%s - %s", self.address_string(), format % args)
+
+    # -- responses ---------------------------------------------------------------------------
+    def _send(
+        self,
+        code: int,
+        body: Any,
+        warnings: list[str] | None = None,
+        content_type: str = "application/json",
+    ) -> None:
+        """Write status line, headers and body with one system call (separate writes cost a
+        syscall each and invite delayed-ACK stalls on small responses)."""
+        data = body if isinstance(body, bytes) else orjson.dumps(body)
+        head = [
+            f"HTTP/1.1 {code} {_PHRASES.get(code, '')}",
+            f"Content-Type: {content_type}",
+            f"Content-Length: {len(data)}",
+            "Cache-Control: no-cache, private",
+            f"Date: {_http_date()}",
+        ]
+        head += [f'Warning: 299 - "{w}"' for w in warnings or []]
+        if self.close_connection:
+            head.append("Connection: close")
+        payload = ("\r\n".join(head) + "\r\n\r\n").encode("latin-1")
+        if self.command != "HEAD":
+            payload += data
+        self.wfile.write(payload)
+        log.debug('"%s" %s %s', self.requestline, code, len(data))
+
+    def _error(self, err: ApiError) -> None:
+        self._send(err.code, err.status())
+
+    def _read_body(self) -> bytes:
+        if self.headers.get("Expect", "").lower() == "100-continue":
+            self.wfile.write(b"HTTP/1.1 100 Continue\r\n\r\n")
+        try:
+            length = int(self.headers.get("Content-Length") or 0)
+        except ValueError as exc:
+            self.close_connection = True
+            raise bad_request("Content-Length is not a number") from exc
+        if length > MAX_BODY:
+            self.close_connection = True  # the unread body makes the connection unusable
+            raise ApiError(
+                413, f"Request entity too large: limit is {MAX_BODY}", "RequestEntityTooLarge"
+            )
+        if length:
+            return self.rfile.read(length)
+        if self.headers.get("Transfer-Encoding", "").lower() == "chunked":
+            chunks = []
+            total = 0
+            while True:
+                try:
+                    size = int(self.rfile.readline().strip() or b"0", 16)
+                except ValueError as exc:
+                    self.close_connection = True
+                    raise bad_request("malformed chunked request body") from exc
+                if size == 0:
+                    self.rfile.readline()
+                    break
+                total += size
+                if total > MAX_BODY:
+                    self.close_connection = True
+                    raise ApiError(
+                        413,
+                        f"Request entity too large: limit is {MAX_BODY}",
+                        "RequestEntityTooLarge",
+                    )
+                chunks.append(self.rfile.read(size))
+                self.rfile.readline()
+            return b"".join(chunks)
+        return b""
+
+    def _json_body(self, raw: bytes) -> Any:
+        if not raw:
+            return None
+        ctype = (self.headers.get("Content-Type") or "application/json").split(";")[0].strip()
+        if ctype in ("application/yaml", "application/apply-patch+yaml"):
+            import yaml
+
+            try:
+                return yaml.safe_load(raw)
+            except yaml.YAMLError as exc:
+                raise bad_request(f"the request body is not valid YAML: {exc}") from exc
+        if ctype == "application/vnd.kubernetes.protobuf":
+            return protobuf.decode(raw)
+        try:
+            return orjson.loads(raw)
+        except orjson.JSONDecodeError as exc:
+            raise bad_request(f"the request body is not valid JSON: {exc}") from exc
+
+    # -- dispatch ----------------------------------------------------------------------------
+    def do_GET(self) -> None:
+        self._handle("GET")
+
+    def do_HEAD(self) -> None:
+        self._handle("GET")
+
+    def do_POST(self) -> None:
+        self._handle("POST")
+
+    def do_PUT(self) -> None:
+        self._handle("PUT")
+
+    def do_PATCH(self) -> None:
+        self._handle("PATCH")
+
+    def do_DELETE(self) -> None:
+        self._handle("DELETE")
+
+    def _handle(self, method: str) -> None:
+        self.server.request_count += 1
+        url = urlsplit(self.path)
+        q = dict(parse_qsl(url.query, keep_blank_values=True))
+        parts = [p for p in url.path.split("/") if p]
+        try:
+            raw = self._read_body() if method in ("POST", "PUT", "PATCH", "DELETE") else b""
+            if self._meta_route(method, parts, raw):
+                return
+            route = _parse_resource_path(parts)
+            if route is None:
+                raise ApiError(404, "the server could not find the requested resource", "NotFound")
+            verb = _verb(method, route, q)
+            counts = self.server.request_counts
+            key = (verb, route.plural, route.sub)
+            counts[key] = counts.get(key, 0) + 1
+            self._resource(method, route, q, raw)
+        except ApiError as err:
+            self._error(err)
+        except (BrokenPipeError, ConnectionResetError):
+            self.close_connection = True
+        except Exception as exc:  # never leak a traceback to the client; log it here
+            log.exception("internal error on %s %s", method, self.path)
+            self._error(
+                ApiError(
+                    500, f"Internal error occurred: {type(exc).__name__}: {exc}", "InternalError"
+                )
+            )
+
+    def _meta_route(self, method: str, parts: list[str], raw: bytes) -> bool:
+        core = self.server.core
+        path = "/" + "/".join(parts)
+        if method != "GET" and not path.startswith("/kai-sim/"):
+            return False
+        if path == "/version":
+            self._send(200, discovery.version_info(core.options.git_version))
+        elif path in ("/healthz", "/readyz", "/livez"):
+            self._send(200, b"ok", content_type="text/plain")
+        elif path == "/metrics":
+            self._send(200, self._metrics_text(), content_type="text/plain; version=0.0.4")
+        elif path == "/api":
+            host = self.headers.get("Host") or f"{core.options.host}:{core.options.port}"
+            self._send(200, discovery.api_versions(host))
+        elif path == "/apis":
+            self._send(200, discovery.api_group_list(core))
+        elif len(parts) == 2 and parts[0] == "apis":
+            doc = discovery.api_group(core, parts[1])
+            if doc is None:
+                raise ApiError(404, "the server could not find the requested resource")
+            self._send(200, doc)
+        elif (len(parts) == 2 and parts[0] == "api") or (len(parts) == 3 and parts[0] == "apis"):
+            group, version = ("", parts[1]) if parts[0] == "api" else (parts[1], parts[2])
+            doc = discovery.resource_list(core, group, version)
+            if doc is None:
+                raise ApiError(404, "the server could not find the requested resource")
+            self._send(200, doc)
+        elif path == "/kai-sim/faults":
+            if method == "PUT":
+                body = self._json_body(raw) or {}
+                try:
+                    core.faults.configure(**body)
+                except (TypeError, ValueError) as exc:
+                    raise bad_request(str(exc)) from exc
+            self._send(200, core.faults.describe())
+        elif path == "/kai-sim/compact" and method == "POST":
+            core.store.compact()
+            self._send(200, {"compactedResourceVersion": str(core.store.compacted_rv)})
+        elif path == "/openapi/v3":
+            self._send(200, openapi.index(core))
+        elif path.startswith("/openapi/v3/"):
+            rest = parts[2:]
+            group, version = (
+                ("", rest[1])
+                if rest[:1] == ["api"] and len(rest) == 2
+                else ((rest[1], rest[2]) if rest[:1] == ["apis"] and len(rest) == 3 else ("", ""))
+            )
+            doc = openapi.group_version_doc(core, group, version) if version else None
+            if doc is None:
+                raise ApiError(404, "the server could not find the requested resource")
+            self._send(200, doc)
+        elif path.startswith("/openapi/"):
+            raise ApiError(404, "the server does not serve OpenAPI v2", "NotFound")
+        else:
+            return False
+        return True
+
+    def _metrics_text(self) -> bytes:
+        """``apiserver_request_total{verb,resource,subresource}`` in the text exposition
+        format (the counter kube-apiserver has under the same name)."""
+        lines = [
+            "# HELP apiserver_request_total Requests by verb, resource and subresource.",
+            "# TYPE apiserver_request_total counter",
+        ]
+        for (verb, resource, sub), count in sorted(dict(self.server.request_counts).items()):
+            lines.append(
+                f'apiserver_request_total{{verb="{verb}",resource="{resource}",'
+                f'subresource="{sub}"}} {count}'
+            )
+        return ("\n".join(lines) + "\n").encode()
+
+    def _resource(self, method: str, route: Route, q: dict[str, str], raw: bytes) -> None:
+        core = self.server.core
+        rt = core.resolve(route.group, route.version, route.plural)
+        if rt.namespaced is False and route.namespace is not None:
+            raise ApiError(404, "the server could not find the requested resource", "NotFound")
+        ns = route.namespace if rt.namespaced else None
+        sub = route.sub
+        if sub and sub not in rt.subresources:
+            raise ApiError(404, "the server could not find the requested resource", "NotFound")
+        is_watch = q.get("watch") in ("1", "true", "True")
+        verb = {
+            "GET": "list" if route.name is None else "get",
+            "POST": "create",
+            "PUT": "update",
+            "PATCH": "patch",
+            "DELETE": "deletecollection" if route.name is None else "delete",
+        }[method]
+        if is_watch:
+            verb = "watch"
+        if not sub and verb not in rt.verbs:
+            raise ApiError(
+                405,
+                "the server does not allow this method on the requested resource",
+                "MethodNotAllowed",
+            )
+        if core.faults.active:
+            core.faults.before_request(verb, rt.qualified(), route.name or "")
+        opts = WriteOptions(
+            dry_run=q.get("dryRun") == "All",
+            field_validation=q.get("fieldValidation") or core.options.default_field_validation,
+            field_manager=q.get("fieldManager"),
+            force=q.get("force") in ("true", "1", "True"),
+        )
+        if opts.field_validation not in ("Strict", "Warn", "Ignore"):
+            raise bad_request(
+                f"fieldValidation must be one of Strict, Warn, Ignore; got "
+                f"{opts.field_validation!r}"
+            )
+        if method == "GET":
+            if is_watch:
+                serve_watch(self, rt, route, ns, q)
+            elif route.name is None:
+                listing = core.list_objects(rt, route.version, ns, q)
+                self._send_maybe_table(
+                    rt, route.version, listing["items"], listing["metadata"], q, listing
+                )
+            else:
+                obj = core.get(rt, route.version, ns or "", route.name)
+                self._send_maybe_table(rt, route.version, [obj], {}, q, obj)
+            return
+        if method == "POST":
+            if route.name is not None and sub == "eviction" and rt.key == ("", "pods"):
+                self._send(
+                    201, eviction.evict(core, ns or "", route.name, self._json_body(raw), opts)
+                )
+                return
+            if route.name is not None and sub == "binding" and rt.key == ("", "pods"):
+                self._send(201, core.bind(ns or "", route.name, self._json_body(raw), opts))
+                return
+            if route.name is not None:
+                raise ApiError(
+                    405, f"POST is not supported on {rt.plural}/{route.name}", "MethodNotAllowed"
+                )
+            if rt.key in reviews.REVIEW_KINDS:
+                # the answer does not depend on the question: a protobuf body is not decoded
+                protobuf_body = "protobuf" in (self.headers.get("Content-Type") or "")
+                body = {} if protobuf_body else self._json_body(raw)
+                answer = reviews.review(
+                    rt.group, rt.plural, rt.kind, rt.api_version(route.version), body
+                )
+                self._send(201, answer)
+                return
+            obj, warnings = core.create(rt, route.version, ns, self._json_body(raw), opts)
+            self._send(201, obj, warnings)
+            return
+        if route.name is None and method in ("PUT", "PATCH"):
+            raise ApiError(405, f"{method} needs an object name", "MethodNotAllowed")
+        name = route.name or ""
+        if method == "PUT":
+            obj, warnings = core.update(
+                rt, route.version, ns, name, self._json_body(raw), opts, sub
+            )
+            self._send(200, obj, warnings)
+        elif method == "PATCH":
+            ctype = (self.headers.get("Content-Type") or "").split(";")[0].strip()
+            if ctype not in _PATCH_TYPES:
+                raise ApiError(
+                    415,
+                    f"the body of the request was in an unknown format - "
+                    f"accepted media types include: {', '.join(_PATCH_TYPES)}",
+                    "UnsupportedMediaType",
+                )
+            obj, warnings = core.patch(rt, route.version, ns, name, ctype, raw, opts, sub)
+            self._send(200, obj, warnings)
+        elif method == "DELETE":
+            body = self._json_body(raw)
+            if route.name is None:
+                self._send(200, core.delete_collection(rt, route.version, ns, body, q, opts))
+            else:
+                self._send(200, core.delete(rt, route.version, ns, name, body, q, opts))
+
+    def table_version(self) -> str | None:
+        accept = self.headers.get("Accept") or ""
+        if "as=Table" not in accept:
+            return None
+        return (
+            "v1" if "v=v1;" in accept or "v=v1," in accept or accept.endswith("v=v1") else "v1beta1"
+        )
+
+    def _send_maybe_table(
+        self,
+        rt: ResourceType,
+        version: str,
+        items: list[dict[str, Any]],
+        list_meta: dict[str, Any],
+        q: dict[str, str],
+        plain: Any,
+    ) -> None:
+        tv = self.table_version()
+        if tv is None:
+            self._send(200, plain)
+            return
+        self._send(
+            200, to_table(rt, version, items, list_meta, q.get("includeObject", "Metadata"), tv)
+        )
+
+    # -- watch -------------------------------------------------------------------------------
+    def start_stream(self) -> None:
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Transfer-Encoding", "chunked")
+        self.send_header("Cache-Control", "no-cache, private")
+        self.end_headers()
+
+    def chunk(self, data: bytes) -> None:
+        """Queue one watch event; :meth:`flush_chunks` writes the queued ones in one system call."""
+        self.pending.append(b"%x\r\n%s\r\n" % (len(data), data))
+
+    def flush_chunks(self) -> None:
+        if self.pending:
+            data = b"".join(self.pending)
+            self.pending.clear()
+            self.wfile.write(data)
+
+    def end_stream(self) -> None:
+        self.chunk(b"")
+        self.pending[-1] = b"0\r\n\r\n"
+        self.flush_chunks()

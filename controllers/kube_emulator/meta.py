@@ -1,0 +1,231 @@
+"""Object metadata rules: names, timestamps, what counts as a spec change."""
+
+from __future__ import annotations
+
+import functools
+import re
+import time
+from datetime import UTC, datetime
+from typing import Any
+
+from kube_emulator.errors import field_cause
+
+_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+_PATH_SEGMENT_BAD = ("/", "%")
+
+# kinds whose names must be DNS labels (RFC 1123) rather than subdomains
+_LABEL_NAMED = {("", "namespaces"), ("", "services")}
+
+
+_now_cache: list[Any] = [0, ""]
+
+
+def now() -> str:
+    """RFC 3339 time to the second (cached: formatting costs more than a pod create)."""
+    second = int(time.time())
+    if second != _now_cache[0]:
+        _now_cache[1] = datetime.fromtimestamp(second, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+        _now_cache[0] = second
+    return str(_now_cache[1])
+
+
+def now_micro() -> str:
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def name_causes(tkey: tuple[str, str], name: str, custom: bool) -> list[dict[str, str]]:
+    if not name:
+        return [
+            field_cause(
+                "metadata.name",
+                "Required value: name or generateName is required",
+                "FieldValueRequired",
+            )
+        ]
+    if tkey in _LABEL_NAMED:
+        if len(name) > 63 or not _LABEL.match(name):
+            return [
+                field_cause(
+                    "metadata.name",
+                    f'Invalid value: "{name}": a lowercase RFC 1123 label must consist of lower '
+                    "case "
+                    "alphanumeric characters or '-', and must start and end with an alphanumeric "
+                    "character (e.g. 'my-name',  or '123-abc', regex used for validation is "
+                    "'[a-z0-9]([-a-z0-9]*[a-z0-9])?')",
+                )
+            ]
+        return []
+    if (
+        tkey == ("", "events")
+        or tkey == ("events.k8s.io", "events")
+        or (custom is False and tkey[0] == "" and tkey[1] in ("nodes",))
+    ):
+        # events and nodes take any path-segment name in practice
+        if name in (".", "..") or any(c in name for c in _PATH_SEGMENT_BAD):
+            return [
+                field_cause(
+                    "metadata.name", f"Invalid value: \"{name}\": may not contain '/' or '%'"
+                )
+            ]
+        return []
+    if len(name) > 253 or not _SUBDOMAIN.match(name):
+        return [
+            field_cause(
+                "metadata.name",
+                f'Invalid value: "{name}": a lowercase RFC 1123 subdomain must consist of lower '
+                "case "
+                "alphanumeric characters, '-' or '.', and must start and end with an alphanumeric "
+                "character (e.g. 'example.com', regex used for validation is "
+                "'[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')",
+            )
+        ]
+    return []
+
+
+def label_causes(meta: dict[str, Any]) -> list[dict[str, str]]:
+    causes = []
+    for where in ("labels", "annotations"):
+        value = meta.get(where)
+        if value is None:
+            continue
+        if not isinstance(value, dict):
+            causes.append(
+                field_cause(
+                    f"metadata.{where}", "Invalid value: must be a map", "FieldValueTypeInvalid"
+                )
+            )
+            continue
+        for k, v in value.items():
+            if not isinstance(v, str):
+                causes.append(
+                    field_cause(
+                        f"metadata.{where}",
+                        f"Invalid value: {k}: values must be strings",
+                        "FieldValueTypeInvalid",
+                    )
+                )
+            elif where == "labels" and not _label_value_ok(v):
+                causes.append(
+                    field_cause(
+                        "metadata.labels",
+                        f'Invalid value: "{v}": a valid '
+                        "label must be an empty string or consist of "
+                        "alphanumeric characters, '-', '_' or '.', and must "
+                        "start and end with an alphanumeric character",
+                    )
+                )
+    labels = meta.get("labels")
+    if isinstance(labels, dict):
+        for key in labels:
+            if not _qualified_name(key):
+                causes.append(
+                    field_cause(
+                        "metadata.labels",
+                        f'Invalid value: "{key}": name part must consist of alphanumeric '
+                        "characters, '-', '_' or '.', and must start and end with an "
+                        "alphanumeric character, with an optional DNS subdomain prefix and '/'",
+                    )
+                )
+    annotations = meta.get("annotations")
+    if isinstance(annotations, dict):
+        size = sum(len(k) + len(str(v)) for k, v in annotations.items())
+        if size > MAX_ANNOTATIONS:
+            causes.append(
+                field_cause(
+                    "metadata.annotations",
+                    f"Too long: must have at most {MAX_ANNOTATIONS} bytes",
+                    "FieldValueTooLong",
+                )
+            )
+    return causes
+
+
+MAX_ANNOTATIONS = 256 * 1024
+_NAME_PART = re.compile(r"^[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$")
+
+
+@functools.lru_cache(maxsize=8192)
+def _label_value_ok(value: str) -> bool:
+    """Empty, or at most 63 characters of the label-value alphabet (cached: the same few
+    values come back on every write of an object)."""
+    return value == "" or (len(value) <= 63 and bool(_NAME_PART.match(value)))
+
+
+@functools.lru_cache(maxsize=8192)
+def _qualified_name(key: str) -> bool:
+    prefix, slash, name = key.rpartition("/")
+    if slash and (not prefix or len(prefix) > 253 or not _SUBDOMAIN.match(prefix)):
+        return False
+    return 0 < len(name) <= 63 and bool(_NAME_PART.match(name))
+
+
+def spec_of(obj: dict[str, Any], with_status: bool = False) -> dict[str, Any]:
+    """Everything the generation counter watches: the object minus metadata, and minus status
+    when status is a subresource (without one, a status change is a change like any other)."""
+    skipped = (
+        ("metadata", "apiVersion", "kind")
+        if with_status
+        else ("metadata", "status", "apiVersion", "kind")
+    )
+    return {k: v for k, v in obj.items() if k not in skipped}
+
+
+_STRING_FIELDS = ("name", "generateName", "namespace", "resourceVersion", "uid")
+
+
+def shape_error(md: Any) -> str | None:
+    """A type error in ``metadata`` (what a real server fails to decode, with 400)."""
+    if not isinstance(md, dict):
+        return "metadata must be an object"
+    for key in _STRING_FIELDS:
+        if key in md and md[key] is not None and not isinstance(md[key], str):
+            return f"metadata.{key} must be a string, not {type(md[key]).__name__}"
+    for key in ("labels", "annotations"):
+        value = md.get(key)
+        if value is None:
+            continue
+        if not isinstance(value, dict):
+            return f"metadata.{key} must be a map of string to string"
+        for k, v in value.items():
+            if not isinstance(v, str):
+                return f"metadata.{key}.{k} must be a string, not {type(v).__name__}"
+    finalizers = md.get("finalizers")
+    if finalizers is not None and (
+        not isinstance(finalizers, list) or not all(isinstance(f, str) for f in finalizers)
+    ):
+        return "metadata.finalizers must be a list of strings"
+    refs = md.get("ownerReferences")
+    if refs is not None:
+        if not isinstance(refs, list) or not all(isinstance(r, dict) for r in refs):
+            return "metadata.ownerReferences must be a list of objects"
+        for i, ref in enumerate(refs):
+            for key in ("apiVersion", "kind", "name", "uid"):
+                if key in ref and not isinstance(ref[key], str):
+                    return f"metadata.ownerReferences[{i}].{key} must be a string"
+            for key in ("controller", "blockOwnerDeletion"):
+                if key in ref and ref[key] is not None and not isinstance(ref[key], bool):
+                    return f"metadata.ownerReferences[{i}].{key} must be a boolean"
+    return None
+
+
+def owner_causes(md: dict[str, Any]) -> list[dict[str, str]]:
+    causes = []
+    refs = md.get("ownerReferences") or []
+    for i, ref in enumerate(refs):
+        for key in ("apiVersion", "kind", "name", "uid"):
+            if not ref.get(key):
+                causes.append(
+                    field_cause(
+                        f"metadata.ownerReferences[{i}].{key}",
+                        'Invalid value: "": must not be empty',
+                    )
+                )
+    if sum(1 for r in refs if r.get("controller")) > 1:
+        causes.append(
+            field_cause(
+                "metadata.ownerReferences",
+                "Invalid value: only one reference can have Controller set to true",
+            )
+        )
+    return causes
