@@ -23,18 +23,9 @@ KAI = [sys.executable, "-m", "kai.cli"]
 
 
 def _find_kubectl() -> str | None:
-    # the API tests' finder (PATH, $KAI_KUBECTL, the PyPI package), loaded by file path
-    import importlib.util
+    from helpers.tools import find_kubectl
 
-    path = Path(__file__).parents[1] / "integration" / "conftest.py"
-    spec = importlib.util.spec_from_file_location("kai_integration_conftest", path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.path.insert(0, str(path.parent))
-    sys.modules[spec.name] = module  # its dataclasses look themselves up there
-    spec.loader.exec_module(module)
-    found = module.find_kubectl()
-    return str(found) if found else None
+    return find_kubectl()
 
 
 def _free_port() -> int:
