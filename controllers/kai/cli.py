@@ -203,8 +203,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return EXIT_USAGE if exc.code is None else int(exc.code)
         _resolve_common(args)
         debug = args.debug
-        code = _dispatch(parser, args, commands)
         name = f"kai {args.command}" if args.command else name
+        code = _dispatch(parser, args, commands)
         sys.stdout.flush()  # a reader that left shows here, not at the interpreter's exit
         return code
     except KeyboardInterrupt:

@@ -98,7 +98,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         action="append",
         default=[],
         metavar="NS/NAME[:PORT]=HOST:PORT",
-        help="where a webhook's service reference is reachable",
+        help="where a webhook's service reference is reachable; repeatable (default: none)",
     )
     parser.add_argument(
         "--fault-error-rate",
