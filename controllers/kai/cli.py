@@ -73,14 +73,14 @@ Exit status: 0 ok, 1 problems found, 2 bad usage, 3 internal error, 130 interrup
 class HelpFormatter(argparse.RawDescriptionHelpFormatter):
     """Descriptions and epilogs as written; every option's help ends with its default.
 
-    An option whose help already says what its default is ("default: ...") is left alone, an
+    An option whose help already says what its default is ("(default: ...)") is left alone, an
     on/off flag shows ``(default: off)``, an option without a default value must say in its
     help what happens when it is not given (a unit test checks every command).
     """
 
     def _get_help_string(self, action: argparse.Action) -> str | None:
         text = action.help or ""
-        if "default" in text or action.default is argparse.SUPPRESS or not action.option_strings:
+        if "(default" in text or action.default is argparse.SUPPRESS or not action.option_strings:
             return text
         if isinstance(action, argparse._StoreTrueAction | argparse._StoreFalseAction):
             return f"{text} (default: {'on' if action.default else 'off'})".strip()

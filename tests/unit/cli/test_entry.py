@@ -53,7 +53,7 @@ def test_every_option_has_help_and_shows_its_default(name: str) -> None:
         assert action.help, f"kai {name} {action.option_strings or action.dest}: no help text"
         if action.option_strings:
             shown = formatter._get_help_string(action) or ""
-            assert "default" in shown, f"kai {name} {action.option_strings}: default not shown"
+            assert "(default" in shown, f"kai {name} {action.option_strings}: no default shown"
 
 
 def test_unknown_command_and_bad_flag_are_usage_errors(capsys: pytest.CaptureFixture[str]) -> None:
@@ -222,3 +222,15 @@ def test_ctrl_c_while_loading_exits_130_quietly() -> None:
         [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, env=os.environ
     )
     assert out.returncode == 130 and out.stderr == ""
+
+
+def test_the_cli_page_documents_every_command_and_flag() -> None:
+    page = (ROOT / "docs" / "cli.md").read_text()
+    for name in cli.COMMANDS:
+        assert f"### kai {name}\n" in page, f"docs/cli.md has no section for kai {name}"
+        child = cli._subcommand(cli.build_parser(cli.COMMANDS, name), name)
+        section = page.split(f"### kai {name}\n", 1)[1].split("\n### ", 1)[0]
+        for action in child._actions:
+            for flag in action.option_strings:
+                if flag not in ("-h", "--help", "--debug", "--color"):
+                    assert f"`{flag}" in section, f"docs/cli.md: kai {name} {flag} missing"
