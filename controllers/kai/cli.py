@@ -30,7 +30,6 @@ import os
 import sys
 from collections.abc import Sequence
 from types import ModuleType
-from typing import Any
 
 EXIT_OK = 0
 EXIT_FINDINGS = 1
@@ -78,6 +77,18 @@ class HelpFormatter(argparse.RawDescriptionHelpFormatter):
     help what happens when it is not given (a unit test checks every command).
     """
 
+    def __init__(
+        self,
+        prog: str,
+        indent_increment: int = 2,
+        max_help_position: int = 24,
+        width: int | None = None,
+    ) -> None:
+        # What argparse does, without importing shutil (and its compression modules) for it.
+        if width is None:
+            width = _terminal_columns() - 2
+        super().__init__(prog, indent_increment, max_help_position, width)
+
     def _get_help_string(self, action: argparse.Action) -> str | None:
         text = action.help or ""
         if "(default" in text or action.default is argparse.SUPPRESS or not action.option_strings:
@@ -87,6 +98,20 @@ class HelpFormatter(argparse.RawDescriptionHelpFormatter):
         if action.default is None or action.default == []:
             return text
         return f"{text} (default: %(default)s)".strip()
+
+
+def _terminal_columns() -> int:
+    """$COLUMNS, else the terminal's width, else 80 (as ``shutil.get_terminal_size``)."""
+    try:
+        columns = int(os.environ.get("COLUMNS", "0"))
+    except ValueError:
+        columns = 0
+    if columns <= 0:
+        try:
+            columns = os.get_terminal_size(sys.__stdout__.fileno()).columns  # type: ignore[union-attr]
+        except (AttributeError, ValueError, OSError):
+            columns = 0
+    return columns or 80
 
 
 def _available() -> dict[str, tuple[str, str]]:
@@ -236,7 +261,7 @@ def _dispatch(
         else:
             _subcommand(build_parser(commands, args.topic), args.topic).print_help()
         return EXIT_OK
-    module: Any = _load(args.command, commands)
+    module = _load(args.command, commands)
     return int(module.run(args))
 
 
