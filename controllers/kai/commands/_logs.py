@@ -122,3 +122,17 @@ def announce(message: str, log_format: str = "text", *, logger: str = "kai", **f
     else:
         line = message
     print(line, flush=True)
+
+
+def complain(
+    who: str, message: str, log_format: str = "text", *, level: str = "ERROR", **fields: Any
+) -> None:
+    """Why a long-running command stops (or what it works around), on standard error:
+    ``kai scheduler: message`` with text logs, a JSON line (logger ``kai.scheduler``) with JSON
+    logs, so that a log collector never meets a line it cannot parse."""
+    if log_format == "json":
+        body = {"time": utc_time(time.time()), "level": level, "logger": who.replace(" ", ".")}
+        line = json.dumps({**body, "message": message, **fields}, ensure_ascii=False, default=str)
+    else:
+        line = f"{who}: {message}"
+    print(line, file=sys.stderr, flush=True)

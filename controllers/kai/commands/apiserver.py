@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 import argparse
-import sys
 import threading
 from pathlib import Path
 
-from kai.commands._logs import add_logging_options, announce, setup_logging
+from kai.commands._logs import add_logging_options, announce, complain, setup_logging
 
 HELP = "run only the embedded Kubernetes API server"
 
@@ -151,10 +150,8 @@ def run(args: argparse.Namespace) -> int:
     try:
         server.start()
     except OSError as exc:
-        print(
-            f"kai apiserver: cannot listen on {args.host}:{args.port}: {exc.strerror}",
-            file=sys.stderr,
-        )
+        message = f"cannot listen on {args.host}:{args.port}: {exc.strerror}"
+        complain("kai apiserver", message, args.log_format)
         return 2
     server.faults.configure(
         error_rate=args.fault_error_rate,
@@ -170,10 +167,8 @@ def run(args: argparse.Namespace) -> int:
             server.write_kubeconfig(args.kubeconfig_out)
         except OSError as exc:
             server.stop()
-            print(
-                f"kai apiserver: cannot write {args.kubeconfig_out}: {exc.strerror}",
-                file=sys.stderr,
-            )
+            message = f"cannot write {args.kubeconfig_out}: {exc.strerror}"
+            complain("kai apiserver", message, args.log_format)
             return 2
         announce(
             f"kubeconfig: {args.kubeconfig_out}",
@@ -182,11 +177,8 @@ def run(args: argparse.Namespace) -> int:
             kubeconfig=str(args.kubeconfig_out),
         )
     if options.tls and server.certs is None:
-        print(
-            "kai apiserver: no TLS support available (install 'cryptography' or openssl); "
-            "serving plain HTTP",
-            file=sys.stderr,
-        )
+        message = "no TLS support available (install 'cryptography' or openssl); serving plain HTTP"
+        complain("kai apiserver", message, args.log_format, level="WARNING")
     announce(f"serving: {server.url}", args.log_format, logger="kai.apiserver", url=server.url)
     try:
         while not stop.wait(0.5):

@@ -13,7 +13,7 @@ import argparse
 import sys
 from typing import Any
 
-from kai.commands._logs import add_logging_options, setup_logging
+from kai.commands._logs import add_logging_options, complain, setup_logging
 from kai.commands._signals import wait_for_signal
 
 HELP = "run the scheduler against a Kubernetes API"
@@ -87,11 +87,11 @@ def run_live(args: argparse.Namespace, component: str, **options: Any) -> int:
     try:
         system.start()
     except ConfigError as exc:
-        print(f"kai {component}: {exc}", file=sys.stderr)
+        complain(f"kai {component}", str(exc), args.log_format)
         system.stop()
         return 2
     except KubeError as exc:
-        print(f"kai {component}: cannot reach the cluster: {exc}", file=sys.stderr)
+        complain(f"kai {component}", f"cannot reach the cluster: {exc}", args.log_format)
         system.stop()
         return 2
     metrics = None
@@ -99,10 +99,8 @@ def run_live(args: argparse.Namespace, component: str, **options: Any) -> int:
         try:
             metrics = MetricsServer([system.metrics.registry], args.metrics_port).start()
         except OSError as exc:
-            print(
-                f"kai {component}: metrics port {args.metrics_port}: {exc.strerror}",
-                file=sys.stderr,
-            )
+            message = f"metrics port {args.metrics_port}: {exc.strerror}"
+            complain(f"kai {component}", message, args.log_format)
             system.stop()
             return 2
     try:

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from kai.commands._console import Style
-from kai.commands._logs import add_logging_options
+from kai.commands._logs import add_logging_options, complain
 
 HELP = "run the whole system on an embedded API server with simulated GPU nodes"
 
@@ -143,9 +143,8 @@ class Up:
         try:
             self.server.start()
         except OSError as exc:
-            print(
-                f"kai up: cannot listen on {args.host}:{args.port}: {exc.strerror}", file=sys.stderr
-            )
+            message = f"cannot listen on {args.host}:{args.port}: {exc.strerror}"
+            complain("kai up", message, args.log_format)
             return 2
         try:
             kubeconfig = self._kubeconfig()
@@ -153,7 +152,7 @@ class Up:
             self._announce_kubeconfig(kubeconfig)
             self._watch(kubeconfig, stop)
         except KubeError as exc:
-            print(f"kai up: {exc}", file=sys.stderr)
+            complain("kai up", str(exc), args.log_format)
             return 3
         finally:
             self.close()
@@ -183,7 +182,7 @@ class Up:
         self.log.info("starting: API server %s", self.server.url, extra={"url": self.server.url})
         bootstrap(kube)
         for line in apply_objects(kube, objects):
-            print(f"kai up: {line}", file=sys.stderr)
+            complain("kai up", line, args.log_format, level="WARNING")
         queues = sum(1 for o in objects if o.get("kind") == "Queue")
         self.log.info(
             f"applied {queues} queues from {gitops}" if gitops else "no GitOps repository"

@@ -5,6 +5,7 @@ from __future__ import annotations
 import io
 import json
 import logging
+import os
 import signal
 import subprocess
 import sys
@@ -100,3 +101,24 @@ def test_apiserver_speaks_json_lines() -> None:
         _, err = proc.communicate(timeout=60)
     assert line["message"].startswith("serving: http://") and line["url"].startswith("http://")
     assert line["logger"] == "kai.apiserver" and proc.returncode == 0, err
+
+
+@pytest.mark.parametrize("log_format", ["text", "json"])
+def test_a_component_that_cannot_start_says_why_in_its_log_format(
+    log_format: str, tmp_path: Path
+) -> None:
+    out = subprocess.run(
+        [*KAI, "binder", "--kubeconfig", str(tmp_path / "missing"), "--log-format", log_format],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, "KUBECONFIG": ""},
+    )
+    assert out.returncode == 2 and out.stdout == ""
+    (line,) = out.stderr.splitlines()
+    if log_format == "text":
+        assert line.startswith("kai binder: ") and "missing: no such file" in line
+    else:
+        body = json.loads(line)
+        assert body["level"] == "ERROR" and body["logger"] == "kai.binder"
+        assert "missing: no such file" in body["message"]
