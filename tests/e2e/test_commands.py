@@ -161,3 +161,42 @@ def test_separate_processes_schedule_and_serve_metrics(cluster: Cluster) -> None
             proc.send_signal(signal.SIGTERM)
         codes = [proc.wait(timeout=60) for proc in procs]
     assert codes == [0, 0, 0]
+
+
+def test_kai_up_json_logs_and_ctrl_c(tmp_path: Path) -> None:
+    """With --log-format json every line on standard output is a JSON object (the kubeconfig
+    line carries the path); Ctrl-C stops everything and exits 130."""
+    kubeconfig = tmp_path / "up.kubeconfig"
+    proc = subprocess.Popen(
+        [
+            *KAI,
+            "up",
+            "--nodes",
+            "2",
+            "--no-workloads",
+            "--log-format",
+            "json",
+            "--kubeconfig-out",
+            str(kubeconfig),
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    lines: list[dict[str, object]] = []
+    try:
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            lines.append(json.loads(line))
+            if "kubeconfig" in lines[-1]:
+                break
+    finally:
+        proc.send_signal(signal.SIGINT)
+        rest, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, err
+    lines += [json.loads(line) for line in rest.splitlines()]
+    assert lines[0]["message"].startswith("starting: API server http://")  # type: ignore[union-attr]
+    assert {"time", "level", "logger", "message"} <= set(lines[0])
+    assert any(line.get("kubeconfig") == str(kubeconfig) for line in lines)
+    assert lines[-1]["message"] == "stopped"
+    assert "Traceback" not in err

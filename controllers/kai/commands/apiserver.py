@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import argparse
-import signal
-import sys
 import threading
 from pathlib import Path
+
+from kai.commands._logs import add_logging_options, announce, complain, setup_logging
 
 HELP = "run only the embedded Kubernetes API server"
 
@@ -53,7 +53,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--kubeconfig-out",
         type=Path,
         metavar="FILE",
-        help="write a kubeconfig for this server to FILE",
+        help="write a kubeconfig for this server to FILE (default: write none)",
     )
     parser.add_argument(
         "--tls",
@@ -84,14 +84,20 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=50_000,
         help="watch events kept for resuming watches (older: 410 Gone)",
     )
-    parser.add_argument("--bookmark-interval", type=_positive_float, default=5.0, metavar="SECONDS")
+    parser.add_argument(
+        "--bookmark-interval",
+        type=_positive_float,
+        default=5.0,
+        metavar="SECONDS",
+        help="time between BOOKMARK events on watches that asked for them",
+    )
     parser.add_argument(
         "--webhook-service",
         type=_service,
         action="append",
         default=[],
         metavar="NS/NAME[:PORT]=HOST:PORT",
-        help="where a webhook's service reference is reachable",
+        help="where a webhook's service reference is reachable; repeatable (default: none)",
     )
     parser.add_argument(
         "--fault-error-rate",
@@ -118,20 +124,17 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="N",
         help="cut every watch after N events",
     )
-    parser.add_argument("--fault-seed", type=int, default=0)
     parser.add_argument(
-        "--log-level", default="WARNING", choices=("DEBUG", "INFO", "WARNING", "ERROR")
+        "--fault-seed", type=int, default=0, help="seed of the fault injection's random choices"
     )
+    add_logging_options(parser, level="WARNING")
 
 
 def run(args: argparse.Namespace) -> int:
-    import logging
-
+    from kai.commands._signals import stop_on_signals
     from kube_emulator import ApiServer, ServerOptions
 
-    logging.basicConfig(
-        level=args.log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
-    )
+    setup_logging(args.log_level, args.log_format)
     options = ServerOptions(
         host=args.host,
         port=args.port,
@@ -147,10 +150,8 @@ def run(args: argparse.Namespace) -> int:
     try:
         server.start()
     except OSError as exc:
-        print(
-            f"kai apiserver: cannot listen on {args.host}:{args.port}: {exc.strerror}",
-            file=sys.stderr,
-        )
+        message = f"cannot listen on {args.host}:{args.port}: {exc.strerror}"
+        complain("kai apiserver", message, args.log_format)
         return 2
     server.faults.configure(
         error_rate=args.fault_error_rate,
@@ -160,33 +161,28 @@ def run(args: argparse.Namespace) -> int:
         seed=args.fault_seed,
     )
     stop = threading.Event()
-
-    def on_signal(signum: int, frame: object) -> None:
-        stop.set()
-
-    signal.signal(signal.SIGTERM, on_signal)
-    signal.signal(signal.SIGINT, on_signal)
+    status = stop_on_signals(stop)
     if args.kubeconfig_out:
         try:
             server.write_kubeconfig(args.kubeconfig_out)
         except OSError as exc:
             server.stop()
-            print(
-                f"kai apiserver: cannot write {args.kubeconfig_out}: {exc.strerror}",
-                file=sys.stderr,
-            )
+            message = f"cannot write {args.kubeconfig_out}: {exc.strerror}"
+            complain("kai apiserver", message, args.log_format)
             return 2
-        print(f"kubeconfig: {args.kubeconfig_out}", flush=True)
-    if options.tls and server.certs is None:
-        print(
-            "kai apiserver: no TLS support available (install 'cryptography' or openssl); "
-            "serving plain HTTP",
-            file=sys.stderr,
+        announce(
+            f"kubeconfig: {args.kubeconfig_out}",
+            args.log_format,
+            logger="kai.apiserver",
+            kubeconfig=str(args.kubeconfig_out),
         )
-    print(f"serving: {server.url}", flush=True)
+    if options.tls and server.certs is None:
+        message = "no TLS support available (install 'cryptography' or openssl); serving plain HTTP"
+        complain("kai apiserver", message, args.log_format, level="WARNING")
+    announce(f"serving: {server.url}", args.log_format, logger="kai.apiserver", url=server.url)
     try:
         while not stop.wait(0.5):
             pass
     finally:
         server.stop()
-    return 0
+    return status()

@@ -5,49 +5,58 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+from typing import Any
+
+from kai.commands._output import add_output_option, to_json
 
 HELP = "compile GitOps documents into KAI objects (Queues, Topologies, ConfigMap)"
 
 EPILOG = """\
 Validates first (the same checks as `kai validate`) and refuses to render when there is an
-error. Output: a multi-document YAML stream on standard output, or one file per object
-(<kind>-<name>.yaml) under --out DIR. Exit status: 0 rendered, 1 validation errors (nothing
-written), 2 bad usage or unreadable path, 3 internal error.
-"""
+error; problems go to standard error. Output: a multi-document YAML stream on standard output
+(-o yaml), a Kubernetes List (-o json), a table of the objects (-o text), or one file per object
+(<kind>-<name>.yaml or .json) under --out DIR. Exit status: 0 rendered, 1 validation errors
+(nothing written), 2 bad usage or unreadable path, 3 internal error."""
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.epilog = EPILOG
-    parser.formatter_class = argparse.RawDescriptionHelpFormatter
     parser.add_argument(
         "paths",
         nargs="*",
         metavar="PATH",
         help="files or directories; '-' reads standard input (default: the current directory)",
     )
-    parser.add_argument("--out", metavar="DIR", help="write one file per object into DIR")
+    add_output_option(
+        parser,
+        default="yaml",
+        help="yaml: the objects as a YAML stream; json: a v1 List of them; text: a table of "
+        "their kinds and names",
+    )
+    parser.add_argument(
+        "--out",
+        metavar="DIR",
+        help="write one file per object into DIR (default: write to standard output)",
+    )
 
 
 def run(args: argparse.Namespace) -> int:
-    try:
-        return _run(args)
-    except Exception as exc:  # never a traceback: an internal error is exit 3
-        print(f"kai render: internal error: {type(exc).__name__}: {exc}", file=sys.stderr)
-        return 3
-
-
-def _run(args: argparse.Namespace) -> int:
-    from kai.gitops.compile import compile_documents, dump_object, dump_objects, object_file_name
+    from kai.commands._console import style_for
+    from kai.gitops.compile import compile_documents
     from kai.gitops.loader import UsageError
     from kai.gitops.validate import validate_paths
 
+    if args.out is not None and args.output == "text":
+        print("kai render: error: --out writes yaml or json files, not text", file=sys.stderr)
+        return 2
     try:
         report = validate_paths(args.paths or ["."])
     except UsageError as exc:
         print(f"kai render: error: {exc}", file=sys.stderr)
         return 2
+    style = style_for(sys.stderr, args.color)
     for problem in report.problems:
-        print(problem.text(), file=sys.stderr)
+        print(style.problem(problem), file=sys.stderr)
     if not report.ok:
         print(
             f"kai render: {len(report.errors)} validation error(s); nothing rendered",
@@ -56,23 +65,50 @@ def _run(args: argparse.Namespace) -> int:
         return 1
     objects = compile_documents(report.documents)
     if args.out is None:
-        sys.stdout.write(dump_objects(objects))
-        sys.stdout.flush()
+        sys.stdout.write(_stream(objects, args.output, args.color))
         return 0
-    if os.path.exists(args.out) and not os.path.isdir(args.out):
-        print(f"kai render: error: {args.out} exists and is not a directory", file=sys.stderr)
+    return _write_files(objects, args.out, args.output)
+
+
+def _stream(objects: list[dict[str, Any]], output: str, colour: str) -> str:
+    from kai.gitops.compile import dump_objects
+
+    if output == "yaml":
+        return dump_objects(objects)
+    if output == "json":
+        return to_json({"apiVersion": "v1", "kind": "List", "items": objects})
+    from kai.commands._console import style_for, table
+
+    rows = [
+        [str(o["kind"]), str(o["metadata"].get("namespace") or "-"), str(o["metadata"]["name"])]
+        for o in objects
+    ]
+    lines = table(["KIND", "NAMESPACE", "NAME"], rows, style_for(sys.stdout, colour))
+    return "".join(line + "\n" for line in lines)
+
+
+def _write_files(objects: list[dict[str, Any]], out: str, output: str) -> int:
+    from kai.gitops.compile import dump_object, object_file_name
+
+    if os.path.exists(out) and not os.path.isdir(out):
+        print(f"kai render: error: {out} exists and is not a directory", file=sys.stderr)
         return 2
-    rendered = [(object_file_name(obj), dump_object(obj)) for obj in objects]
+    if output == "json":
+        rendered = [
+            (object_file_name(obj).removesuffix(".yaml") + ".json", to_json(obj)) for obj in objects
+        ]
+    else:
+        rendered = [(object_file_name(obj), dump_object(obj)) for obj in objects]
     try:
-        os.makedirs(args.out, exist_ok=True)
+        os.makedirs(out, exist_ok=True)
         for name, text in rendered:
-            target = os.path.join(args.out, name)
+            target = os.path.join(out, name)
             temporary = f"{target}.tmp"
             with open(temporary, "w", encoding="utf-8") as handle:
                 handle.write(text)
             os.replace(temporary, target)
     except OSError as exc:
-        print(f"kai render: error: cannot write to {args.out}: {exc.strerror}", file=sys.stderr)
+        print(f"kai render: error: cannot write to {out}: {exc.strerror}", file=sys.stderr)
         return 2
-    print(f"kai render: wrote {len(rendered)} files to {args.out}", file=sys.stderr)
+    print(f"kai render: wrote {len(rendered)} files to {out}", file=sys.stderr)
     return 0

@@ -1,18 +1,20 @@
 """``kai scheduler``: the live scheduler against a Kubernetes API, until SIGTERM.
 
 This module also holds what every live command shares (``kai binder``, ``kai podgrouper``):
-the common flags (``--kubeconfig``, ``--scheduler-name``, ``--metrics-port``, ``--log-level``)
-and :func:`run_live`, which starts components, serves metrics and stops cleanly on SIGTERM or
-Ctrl-C (exit 0), or exits 2 with one line when the cluster cannot be reached.
+the common flags (``--kubeconfig``, ``--scheduler-name``, ``--metrics-port``, ``--log-level``,
+``--log-format``) and :func:`run_live`, which starts components, serves metrics and stops
+cleanly on SIGTERM (exit 0) or Ctrl-C (exit 130), or exits 2 with one line when the cluster
+cannot be reached.
 """
 
 from __future__ import annotations
 
 import argparse
-import signal
 import sys
-import threading
 from typing import Any
+
+from kai.commands._logs import add_logging_options, complain, setup_logging
+from kai.commands._signals import wait_for_signal
 
 HELP = "run the scheduler against a Kubernetes API"
 
@@ -35,9 +37,7 @@ def add_live_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="PORT",
         help="serve Prometheus metrics on this port (default: off)",
     )
-    parser.add_argument(
-        "--log-level", default="INFO", choices=("DEBUG", "INFO", "WARNING", "ERROR")
-    )
+    add_logging_options(parser)
     parser.add_argument(
         "--no-leader-election",
         action="store_true",
@@ -70,33 +70,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def setup_logging(level: str) -> None:
-    import logging
-
-    logging.basicConfig(
-        level=level,
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-        stream=sys.stderr,
-    )
-
-
-def wait_for_signal(stop: threading.Event | None = None) -> threading.Event:
-    """Block until SIGTERM/SIGINT (or ``stop`` is set elsewhere)."""
-    stop = stop or threading.Event()
-
-    def on_signal(signum: int, frame: object) -> None:
-        stop.set()
-
-    signal.signal(signal.SIGTERM, on_signal)
-    signal.signal(signal.SIGINT, on_signal)
-    while not stop.wait(0.5):
-        pass
-    return stop
-
-
 def run_live(args: argparse.Namespace, component: str, **options: Any) -> int:
     """Start ``component`` of the live system and run it until a signal."""
-    setup_logging(args.log_level)
+    setup_logging(args.log_level, args.log_format)
     from kai.kube.client import ConfigError, KubeError
     from kai.metrics import MetricsServer
     from kai.sim.system import System, SystemOptions
@@ -111,11 +87,11 @@ def run_live(args: argparse.Namespace, component: str, **options: Any) -> int:
     try:
         system.start()
     except ConfigError as exc:
-        print(f"kai {component}: {exc}", file=sys.stderr)
+        complain(f"kai {component}", str(exc), args.log_format)
         system.stop()
         return 2
     except KubeError as exc:
-        print(f"kai {component}: cannot reach the cluster: {exc}", file=sys.stderr)
+        complain(f"kai {component}", f"cannot reach the cluster: {exc}", args.log_format)
         system.stop()
         return 2
     metrics = None
@@ -123,19 +99,17 @@ def run_live(args: argparse.Namespace, component: str, **options: Any) -> int:
         try:
             metrics = MetricsServer([system.metrics.registry], args.metrics_port).start()
         except OSError as exc:
-            print(
-                f"kai {component}: metrics port {args.metrics_port}: {exc.strerror}",
-                file=sys.stderr,
-            )
+            message = f"metrics port {args.metrics_port}: {exc.strerror}"
+            complain(f"kai {component}", message, args.log_format)
             system.stop()
             return 2
     try:
-        wait_for_signal()
+        code = wait_for_signal()
     finally:
         if metrics is not None:
             metrics.stop()
         system.stop()
-    return 0
+    return code
 
 
 def run(args: argparse.Namespace) -> int:

@@ -1,5 +1,5 @@
-"""``kai simulate SCENARIO [--output text|json] [--check]``: run one scenario file through the
-scheduler core (contract: ``scenario-format.md``).
+"""``kai simulate SCENARIO [-o text|json|yaml] [--check]``: run one scenario file through the
+scheduler core (see ``docs/cli.md``).
 
 Exit status: 0 ran (and matched with ``--check``), 1 ``--check`` found mismatches, 2 bad usage
 or an invalid file or an action the core does not implement yet, 3 an internal error (nothing is
@@ -14,22 +14,28 @@ import traceback
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from kai.commands._output import add_output_option, render
+
 if TYPE_CHECKING:
+    from kai.commands._console import Style
     from kai.scenario import SessionFn
 
 HELP = "run a scheduling scenario file through the scheduler core"
 
+EPILOG = """\
+-o text prints a table per round for people; -o json exactly one JSON object on one line
+({id, mode, rounds: [{result: {tasks, nodes}, next?: {tasks, nodes}}]}); -o yaml the same
+document as YAML. With --check, mismatches are listed after the table (text) or on standard
+error (json, yaml). Exit status: 0 ran (and matched), 1 --check found mismatches, 2 bad usage,
+an invalid file or an action this build does not implement, 3 internal error."""
+
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.epilog = EPILOG
     parser.add_argument(
         "scenario", metavar="SCENARIO.yaml", help="the scenario file (YAML or JSON)"
     )
-    parser.add_argument(
-        "--output",
-        choices=("text", "json"),
-        default="text",
-        help="text: a table for people (default); json: exactly one JSON object",
-    )
+    add_output_option(parser)
     parser.add_argument(
         "--check",
         action="store_true",
@@ -47,8 +53,20 @@ class Outcome:
     unsupported_action: str | None = None
 
 
+def _internal(message: str, debug: bool) -> Outcome:
+    """Exit 3 with one line; the traceback of the exception being handled only with ``debug``."""
+    details = traceback.format_exc() if debug else ""
+    hint = "" if debug else " (run with --debug or KAI_DEBUG=1 for the traceback)"
+    return Outcome(3, "", f"{details}kai simulate: internal error {message}{hint}\n")
+
+
 def execute(
-    path: str, *, output: str = "text", check: bool = False, session: SessionFn | None = None
+    path: str,
+    *,
+    output: str = "text",
+    check: bool = False,
+    session: SessionFn | None = None,
+    debug: bool = False,
 ) -> Outcome:
     """Run one scenario file; nothing is printed (the caller prints ``Outcome``).
 
@@ -59,8 +77,8 @@ def execute(
         ScenarioError,
         build_report,
         load_scenario,
-        render_json,
         render_text,
+        report_document,
         run_scenario,
     )
     from kai.scheduler.errors import UnsupportedActionError
@@ -69,9 +87,8 @@ def execute(
         scenario = load_scenario(path, require_expected=check)
     except ScenarioError as exc:
         return Outcome(2, "", "".join(line + "\n" for line in exc.lines))
-    except Exception:
-        details = traceback.format_exc()
-        return Outcome(3, "", f"kai simulate: internal error reading {path}\n{details}")
+    except Exception as exc:
+        return _internal(f"reading {path}: {type(exc).__name__}: {exc}", debug)
     try:
         if session is None:
             from kai.scheduler.session import run_session
@@ -79,39 +96,60 @@ def execute(
             session = run_session
         rounds = run_scenario(scenario, session)
         report = build_report(scenario, rounds, check=check)
-        text = render_json(report) if output == "json" else render_text(report)
+        # The JSON form is the scenario contract's: one object on one line.
+        text = render(
+            report_document(report), output, lambda: render_text(report), compact_json=True
+        )
     except UnsupportedActionError as exc:
         action = str(getattr(exc, "action", "") or "")
         message = f"kai simulate: {path}: {exc}; the scenario cannot run with this build\n"
         return Outcome(2, "", message, unsupported_action=action or None)
     except CoreOutputError as exc:
-        return Outcome(3, "", f"kai simulate: internal error running {path}: {exc}\n")
-    except Exception:
-        details = traceback.format_exc()
-        return Outcome(
-            3, "", f"kai simulate: internal error in the scheduler core running {path}\n{details}"
+        return _internal(f"running {path}: {exc}", debug)
+    except Exception as exc:
+        return _internal(
+            f"in the scheduler core running {path}: {type(exc).__name__}: {exc}", debug
         )
     if not check:
         return Outcome(0, text, "")
     assert report.mismatches is not None
     code = 1 if report.mismatches else 0
-    if output == "json":
+    if output != "text":
         stderr = "".join(m.line() + "\n" for m in report.mismatches)
         return Outcome(code, text, stderr)
     return Outcome(code, text, "")
 
 
-def run(args: argparse.Namespace) -> int:
-    outcome = execute(args.scenario, output=args.output, check=args.check)
-    try:
-        if outcome.stdout:
-            sys.stdout.write(outcome.stdout)
-            sys.stdout.flush()
-        if outcome.stderr:
-            sys.stderr.write(outcome.stderr)
-            sys.stderr.flush()
-    except BrokenPipeError:  # e.g. `kai simulate ... | head`: the reader left, nothing to report
-        import os
+def colour_report(text: str, style: Style) -> str:
+    """The text report with table headers bold, rows and lines that differ red, the verdict
+    green or red."""
+    if not style.enabled:
+        return text
+    lines = []
+    for line in text.splitlines(keepends=True):
+        body = line.rstrip("\n")
+        stripped = body.lstrip()
+        if stripped.startswith(("TASK ", "NODE ")):
+            body = style.bold(body)
+        elif stripped.startswith("!") or body.startswith(("MISMATCH", "CHECK FAIL")):
+            body = style.severity(body, "error")
+        elif body.startswith("CHECK PASS"):
+            body = style.severity(body, "ok")
+        lines.append(body + line[len(line.rstrip("\n")) :])
+    return "".join(lines)
 
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+
+def run(args: argparse.Namespace) -> int:
+    from kai.commands._console import style_for
+
+    outcome = execute(args.scenario, output=args.output, check=args.check, debug=args.debug)
+    if outcome.stdout:
+        stdout = outcome.stdout
+        if args.output == "text":
+            stdout = colour_report(stdout, style_for(sys.stdout, args.color))
+        sys.stdout.write(stdout)
+        sys.stdout.flush()
+    if outcome.stderr:
+        sys.stderr.write(outcome.stderr)
+        sys.stderr.flush()
     return outcome.code

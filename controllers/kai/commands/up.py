@@ -6,28 +6,31 @@ the scheduler, binder, pod-grouper, node life cycle and kubelet, submits a sampl
 workloads, and prints ``kubeconfig: PATH`` once all is ready so that
 ``kubectl --kubeconfig PATH get pods -A`` works from another terminal. On a terminal it then
 shows a live view of queues and pods; otherwise (headless) it logs a summary line every few
-seconds. Ctrl-C or SIGTERM stops everything and exits 0.
+seconds. SIGTERM stops everything and exits 0, Ctrl-C the same with exit status 130.
 """
 
 from __future__ import annotations
 
 import argparse
+import logging
 import os
 import sys
 import tempfile
 import threading
-import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from kai.commands._console import Style
+from kai.commands._logs import add_logging_options, complain
 
 HELP = "run the whole system on an embedded API server with simulated GPU nodes"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--nodes", type=int, default=16, help="simulated GPU nodes (default 16)")
-    parser.add_argument(
-        "--gpus-per-node", type=int, default=8, metavar="G", help="GPUs per node (default 8)"
-    )
+    parser.add_argument("--nodes", type=int, default=16, help="simulated GPU nodes")
+    parser.add_argument("--gpus-per-node", type=int, default=8, metavar="G", help="GPUs per node")
     parser.add_argument(
         "--mig-nodes",
         type=int,
@@ -57,11 +60,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="N",
         help="copies of the sample mix (default: one per 16 nodes)",
     )
-    parser.add_argument("--period", type=float, default=1.0, help="scheduling period (seconds)")
-    parser.add_argument("--metrics-port", type=int, default=0, help="scheduler metrics port")
     parser.add_argument(
-        "--log-level", default="WARNING", choices=("DEBUG", "INFO", "WARNING", "ERROR")
+        "--period", type=float, default=1.0, metavar="SECONDS", help="scheduling period"
     )
+    parser.add_argument(
+        "--metrics-port", type=int, default=0, help="scheduler metrics port (default: off)"
+    )
+    add_logging_options(parser, level="WARNING")
     parser.add_argument(
         "--headless",
         action="store_true",
@@ -80,22 +85,28 @@ def _render_gitops(path: Path) -> tuple[list[dict[str, Any]], list[str]]:
     return compile_documents(report.documents), problems
 
 
-def run(args: argparse.Namespace) -> int:
-    from kai.commands.scheduler import setup_logging
-
-    setup_logging(args.log_level)
+def _usage_problem(args: argparse.Namespace) -> str | None:
     if args.nodes < 0 or args.gpus_per_node < 0:
-        print("kai up: --nodes and --gpus-per-node must not be negative", file=sys.stderr)
-        return 2
+        return "--nodes and --gpus-per-node must not be negative"
     if not 0 <= args.mig_nodes <= args.nodes:
-        print("kai up: --mig-nodes must be between 0 and --nodes", file=sys.stderr)
+        return "--mig-nodes must be between 0 and --nodes"
+    if args.gitops and not Path(args.gitops).exists():
+        return f"{args.gitops}: no such file or directory"
+    return None
+
+
+def run(args: argparse.Namespace) -> int:
+    from kai.commands._logs import setup_logging, status_logger
+    from kai.commands._signals import stop_on_signals
+
+    setup_logging(args.log_level, args.log_format)
+    problem = _usage_problem(args)
+    if problem is not None:
+        print(f"kai up: {problem}", file=sys.stderr)
         return 2
     from kai.sim.system import default_gitops_path
 
     gitops = Path(args.gitops) if args.gitops else default_gitops_path()
-    if args.gitops and not gitops.exists():  # type: ignore[union-attr]
-        print(f"kai up: {args.gitops}: no such file or directory", file=sys.stderr)
-        return 2
     objects: list[dict[str, Any]] = []
     if gitops is not None:
         objects, problems = _render_gitops(gitops)
@@ -105,111 +116,166 @@ def run(args: argparse.Namespace) -> int:
             print(f"kai up: {gitops} does not validate; nothing started", file=sys.stderr)
             return 1
     stop = threading.Event()
-    import signal
-
-    def on_signal(signum: int, frame: object) -> None:
-        stop.set()
-
-    signal.signal(signal.SIGTERM, on_signal)
-    signal.signal(signal.SIGINT, on_signal)
-    return _up(args, objects, gitops, stop)
+    status = stop_on_signals(stop)
+    up = Up(args, status_logger("kai up", args.log_format))
+    code = up.run(objects, gitops, stop)
+    return code if code else status()
 
 
-def _up(
-    args: argparse.Namespace,
-    objects: list[dict[str, Any]],
-    gitops: Path | None,
-    stop: threading.Event,
-) -> int:
-    from kai.kube.client import Kube, KubeError
-    from kai.metrics import MetricsServer
-    from kai.sim.nodes import NodeShape, create_nodes
-    from kai.sim.system import System, SystemOptions, apply_objects, bootstrap
-    from kai.sim.workloads import submit_sample_mix
-    from kube_emulator import ApiServer
+@dataclass
+class Up:
+    """One ``kai up`` run: what it started, so that :meth:`close` stops exactly that."""
 
-    server = ApiServer(host=args.host, port=args.port)
-    try:
-        server.start()
-    except OSError as exc:
-        print(f"kai up: cannot listen on {args.host}:{args.port}: {exc.strerror}", file=sys.stderr)
-        return 2
-    tmp = None
-    if args.kubeconfig_out:
-        kubeconfig = Path(args.kubeconfig_out)
-    else:
-        tmp = tempfile.mkdtemp(prefix="kai-up-")
-        kubeconfig = Path(tmp) / "kubeconfig"
-    system: System | None = None
-    metrics = None
-    try:
-        server.write_kubeconfig(kubeconfig)
+    args: argparse.Namespace
+    log: logging.Logger
+    server: Any = None
+    system: Any = None
+    metrics: Any = None
+    tmp: str | None = None
+    closers: list[Callable[[], None]] = field(default_factory=list)
+
+    def run(self, objects: list[dict[str, Any]], gitops: Path | None, stop: threading.Event) -> int:
+        from kai.kube.client import KubeError
+        from kube_emulator import ApiServer
+
+        args = self.args
+        self.server = ApiServer(host=args.host, port=args.port)
+        try:
+            self.server.start()
+        except OSError as exc:
+            message = f"cannot listen on {args.host}:{args.port}: {exc.strerror}"
+            complain("kai up", message, args.log_format)
+            return 2
+        try:
+            kubeconfig = self._kubeconfig()
+            self._populate(kubeconfig, objects, gitops)
+            self._announce_kubeconfig(kubeconfig)
+            self._watch(kubeconfig, stop)
+        except KubeError as exc:
+            complain("kai up", str(exc), args.log_format)
+            return 3
+        finally:
+            self.close()
+        self.log.info("stopped")
+        return 0
+
+    def _kubeconfig(self) -> Path:
+        if self.args.kubeconfig_out:
+            path = Path(self.args.kubeconfig_out)
+        else:
+            self.tmp = tempfile.mkdtemp(prefix="kai-up-")
+            path = Path(self.tmp) / "kubeconfig"
+        self.server.write_kubeconfig(path)
+        return path
+
+    def _populate(
+        self, kubeconfig: Path, objects: list[dict[str, Any]], gitops: Path | None
+    ) -> None:
+        """Queues, nodes, the running system and the sample workloads."""
+        from kai.kube.client import Kube
+        from kai.metrics import MetricsServer
+        from kai.sim.system import System, SystemOptions, apply_objects, bootstrap
+        from kai.sim.workloads import submit_sample_mix
+
+        args = self.args
         kube = Kube.from_kubeconfig(str(kubeconfig))
-        log_line("starting: API server " + server.url)
+        self.log.info("starting: API server %s", self.server.url, extra={"url": self.server.url})
         bootstrap(kube)
-        problems = apply_objects(kube, objects)
-        for line in problems:
-            print(f"kai up: {line}", file=sys.stderr)
+        for line in apply_objects(kube, objects):
+            complain("kai up", line, args.log_format, level="WARNING")
         queues = sum(1 for o in objects if o.get("kind") == "Queue")
-        log_line(f"applied {queues} queues from {gitops}" if gitops else "no GitOps repository")
-        shape = NodeShape(gpus=args.gpus_per_node)
-        create_nodes(kube, args.nodes - args.mig_nodes, shape)
-        if args.mig_nodes:
-            mig = {"nvidia.com/mig-1g.10gb": 7 * args.gpus_per_node}
-            create_nodes(
-                kube,
-                args.mig_nodes,
-                NodeShape(gpus=args.gpus_per_node, mig=mig),
-                prefix="mig-node",
-            )
-        log_line(
-            f"created {args.nodes} nodes x {args.gpus_per_node} GPUs"
-            + (f" ({args.mig_nodes} with MIG)" if args.mig_nodes else "")
+        self.log.info(
+            f"applied {queues} queues from {gitops}" if gitops else "no GitOps repository"
         )
-        system = System(str(kubeconfig), SystemOptions(period=args.period)).start()
+        self._create_nodes(kube)
+        self.system = System(str(kubeconfig), SystemOptions(period=args.period)).start()
         if args.metrics_port:
-            metrics = MetricsServer([system.metrics.registry], args.metrics_port).start()
+            self.metrics = MetricsServer([self.system.metrics.registry], args.metrics_port).start()
         if not args.no_workloads:
             scale = args.workload_scale or max(1, args.nodes // 16)
             mix = submit_sample_mix(kube, scale=scale, mig=args.mig_nodes > 0)
-            log_line(f"submitted {len(mix.pods)} pods ({len(mix.jobs)} gang jobs)")
-        print(f"kubeconfig: {kubeconfig}", flush=True)
-        live = sys.stdout.isatty() and not args.headless
-        view = View(system)
+            self.log.info(f"submitted {len(mix.pods)} pods ({len(mix.jobs)} gang jobs)")
+
+    def _create_nodes(self, kube: Any) -> None:
+        from kai.sim.nodes import NodeShape, create_nodes
+
+        args = self.args
+        create_nodes(kube, args.nodes - args.mig_nodes, NodeShape(gpus=args.gpus_per_node))
+        if args.mig_nodes:
+            mig = {"nvidia.com/mig-1g.10gb": 7 * args.gpus_per_node}
+            shape = NodeShape(gpus=args.gpus_per_node, mig=mig)
+            create_nodes(kube, args.mig_nodes, shape, prefix="mig-node")
+        self.log.info(
+            f"created {args.nodes} nodes x {args.gpus_per_node} GPUs"
+            + (f" ({args.mig_nodes} with MIG)" if args.mig_nodes else "")
+        )
+
+    def _announce_kubeconfig(self, kubeconfig: Path) -> None:
+        from kai.commands._logs import announce
+
+        announce(
+            f"kubeconfig: {kubeconfig}",
+            self.args.log_format,
+            logger="kai.up",
+            kubeconfig=str(kubeconfig),
+        )
+
+    def _watch(self, kubeconfig: Path, stop: threading.Event) -> None:
+        """The live view on a terminal, a summary log line every 5 s otherwise, until ``stop``."""
+        from kai.commands._console import style_for
+
+        args = self.args
+        live = sys.stdout.isatty() and not args.headless and args.log_format == "text"
+        view = View(self.system, style_for(sys.stdout, args.color))
         while not stop.is_set():
             if live:
-                sys.stdout.write("\x1b[H\x1b[2J" + view.render(server.url, kubeconfig))
+                sys.stdout.write("\x1b[H\x1b[2J" + view.render(self.server.url, kubeconfig))
                 sys.stdout.flush()
                 stop.wait(1.0)
             else:
-                log_line(view.summary())
+                self.log.info(view.summary())
                 stop.wait(5.0)
-    except KubeError as exc:
-        print(f"kai up: {exc}", file=sys.stderr)
-        return 3
-    finally:
-        if metrics is not None:
-            metrics.stop()
-        if system is not None:
-            system.stop()
-        server.stop()
-        if tmp is not None:
-            for leftover in Path(tmp).iterdir():
+
+    def close(self) -> None:
+        if self.metrics is not None:
+            self.metrics.stop()
+        if self.system is not None:
+            self.system.stop()
+        if self.server is not None:
+            self.server.stop()
+        if self.tmp is not None:
+            for leftover in Path(self.tmp).iterdir():
                 leftover.unlink()
-            os.rmdir(tmp)
-    log_line("stopped")
-    return 0
+            os.rmdir(self.tmp)
 
 
-def log_line(text: str) -> None:
-    print(f"{time.strftime('%H:%M:%S')} kai up: {text}", flush=True)
+def _phase(pod: dict[str, Any]) -> str:
+    phase = (pod.get("status") or {}).get("phase") or "Pending"
+    if phase == "Pending" and (pod.get("spec") or {}).get("nodeName"):
+        return "Bound"
+    return str(phase)
+
+
+def _pod_gpu(pod: dict[str, Any]) -> str:
+    annotations = pod["metadata"].get("annotations") or {}
+    if annotations.get("gpu-fraction"):
+        return str(annotations["gpu-fraction"])
+    for container in (pod.get("spec") or {}).get("containers") or []:
+        gpus = (container.get("resources") or {}).get("limits", {}).get("nvidia.com/gpu")
+        if gpus:
+            return str(gpus)
+    return "-"
+
+
+_PHASE_SEVERITY = {"Running": "ok", "Pending": "warning", "Failed": "error"}
 
 
 class View:
     """The terminal view: queues (quota, fair share, allocated) and pods."""
 
-    def __init__(self, system: Any) -> None:
+    def __init__(self, system: Any, style: Style | None = None) -> None:
         self.system = system
+        self.style = style or Style(False)
 
     def _pods(self) -> list[dict[str, Any]]:
         informers = self.system.informers.get("scheduler")
@@ -224,9 +290,7 @@ class View:
     def summary(self) -> str:
         counts: dict[str, int] = {}
         for pod in self._pods():
-            phase = (pod.get("status") or {}).get("phase") or "Pending"
-            if phase == "Pending" and (pod.get("spec") or {}).get("nodeName"):
-                phase = "Bound"
+            phase = _phase(pod)
             counts[phase] = counts.get(phase, 0) + 1
         pods = ", ".join(f"{n} {k.lower()}" for k, n in sorted(counts.items())) or "none"
         result = self.system.scheduler.last_result if self.system.scheduler else None
@@ -245,57 +309,57 @@ class View:
         return bool(queue and (queue.get("spec") or {}).get("parentQueue"))
 
     def render(self, url: str, kubeconfig: Path) -> str:
-        lines = [f"kai up — API server {url}   kubeconfig: {kubeconfig}   (Ctrl-C to stop)", ""]
-        informers = self.system.informers.get("scheduler")
-        result = self.system.scheduler.last_result if self.system.scheduler else None
-        lines.append(
+        title = f"kai up — API server {url}   kubeconfig: {kubeconfig}   (Ctrl-C to stop)"
+        lines = [self.style.bold(title), ""]
+        lines += self._queue_lines()
+        lines.append("")
+        lines += self._pod_lines()
+        lines += ["", self.summary()]
+        return "\n".join(lines) + "\n"
+
+    def _queue_lines(self) -> list[str]:
+        header = (
             f"{'QUEUE':<28}{'GPU QUOTA':>10}{'FAIR SHARE':>12}{'ALLOCATED':>11}{'REQUESTED':>11}"
         )
-        if informers is not None:
-            queues = {q["metadata"]["name"]: q for q in informers["queues"].items()}
-            children: dict[str | None, list[str]] = {}
-            for name, q in queues.items():
-                parent = (q.get("spec") or {}).get("parentQueue") or None
-                children.setdefault(parent if parent in queues else None, []).append(name)
+        lines = [self.style.bold(header)]
+        informers = self.system.informers.get("scheduler")
+        if informers is None:
+            return lines
+        result = self.system.scheduler.last_result if self.system.scheduler else None
+        queues = {q["metadata"]["name"]: q for q in informers["queues"].items()}
+        children: dict[str | None, list[str]] = {}
+        for name, q in queues.items():
+            parent = (q.get("spec") or {}).get("parentQueue") or None
+            children.setdefault(parent if parent in queues else None, []).append(name)
 
-            def walk(parent: str | None, depth: int) -> None:
-                for name in sorted(children.get(parent, [])):
-                    spec = queues[name].get("spec") or {}
-                    quota = ((spec.get("resources") or {}).get("gpu") or {}).get("quota", 0)
-                    share = result.queues.get(name) if result else None
-                    fair = share.fair_share.get("gpu", 0.0) if share else 0.0
-                    alloc = share.allocated.get("gpu", 0.0) if share else 0.0
-                    req = share.requested.get("gpu", 0.0) if share else 0.0
-                    label = ("  " * depth + name)[:27]
-                    lines.append(f"{label:<28}{quota!s:>10}{fair:>12.2f}{alloc:>11.2f}{req:>11.2f}")
-                    walk(name, depth + 1)
+        def walk(parent: str | None, depth: int) -> None:
+            for name in sorted(children.get(parent, [])):
+                spec = queues[name].get("spec") or {}
+                quota = ((spec.get("resources") or {}).get("gpu") or {}).get("quota", 0)
+                share = result.queues.get(name) if result else None
+                fair = share.fair_share.get("gpu", 0.0) if share else 0.0
+                alloc = share.allocated.get("gpu", 0.0) if share else 0.0
+                req = share.requested.get("gpu", 0.0) if share else 0.0
+                label = ("  " * depth + name)[:27]
+                lines.append(f"{label:<28}{quota!s:>10}{fair:>12.2f}{alloc:>11.2f}{req:>11.2f}")
+                walk(name, depth + 1)
 
-            walk(None, 0)
-        lines.append("")
+        walk(None, 0)
+        return lines
+
+    def _pod_lines(self, limit: int = 40) -> list[str]:
         pods = sorted(
             self._pods(), key=lambda p: (p["metadata"]["namespace"], p["metadata"]["name"])
         )
-        lines.append(f"{'NAMESPACE':<16}{'POD':<30}{'STATUS':<11}{'NODE':<16}GPU")
-        for pod in pods[:40]:
+        lines = [self.style.bold(f"{'NAMESPACE':<16}{'POD':<30}{'STATUS':<11}{'NODE':<16}GPU")]
+        for pod in pods[:limit]:
             md, spec = pod["metadata"], pod.get("spec") or {}
-            phase = (pod.get("status") or {}).get("phase") or "Pending"
-            if phase == "Pending" and spec.get("nodeName"):
-                phase = "Bound"
-            annotations = md.get("annotations") or {}
-            gpu = annotations.get("gpu-fraction") or next(
-                (
-                    str((c.get("resources") or {}).get("limits", {}).get("nvidia.com/gpu"))
-                    for c in spec.get("containers") or []
-                    if (c.get("resources") or {}).get("limits", {}).get("nvidia.com/gpu")
-                ),
-                "-",
-            )
+            phase = _phase(pod)
+            status = self.style.severity(f"{phase:<11}", _PHASE_SEVERITY.get(phase, ""))
             lines.append(
-                f"{md['namespace'][:15]:<16}{md['name'][:29]:<30}{phase:<11}"
-                f"{(spec.get('nodeName') or '-')[:15]:<16}{gpu}"
+                f"{md['namespace'][:15]:<16}{md['name'][:29]:<30}{status}"
+                f"{(spec.get('nodeName') or '-')[:15]:<16}{_pod_gpu(pod)}"
             )
-        if len(pods) > 40:
-            lines.append(f"... and {len(pods) - 40} more pods")
-        lines.append("")
-        lines.append(self.summary())
-        return "\n".join(lines) + "\n"
+        if len(pods) > limit:
+            lines.append(f"... and {len(pods) - limit} more pods")
+        return lines

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import argparse
-import json
 import sys
+from typing import Any
+
+from kai.commands._output import add_output_option, render
 
 HELP = "check GitOps documents (schema + hierarchy rules)"
 
@@ -12,14 +14,14 @@ EPILOG = """\
 Every document under the paths is checked together, so parents and duplicate names across
 files are caught. Problems go to standard output, one per line:
   FILE:LINE:COL: error: [rule-id] OBJECT FIELD-PATH: message
+and a summary line to standard error. With -o json or -o yaml, one document instead:
+  {ok, documents, problems: [{file, line, column, severity, rule, object, path, message}]}
 Exit status: 0 no errors (warnings allowed), 1 errors found, 2 bad usage or unreadable path,
-3 internal error.
-"""
+3 internal error."""
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.epilog = EPILOG
-    parser.formatter_class = argparse.RawDescriptionHelpFormatter
     parser.add_argument(
         "paths",
         nargs="*",
@@ -27,27 +29,18 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="files or directories (searched for *.yaml, *.yml); '-' reads standard input "
         "(default: the current directory)",
     )
-    parser.add_argument(
-        "--output", "-o", choices=("text", "json"), default="text", help="output format"
-    )
+    add_output_option(parser)
     parser.add_argument(
         "--capacity",
         metavar="FILE",
         help='YAML mapping of the cluster\'s capacity, e.g. {gpu: 512, cpu: "4096", '
-        "memory: 32Ti}; top-level quotas above it are warned about",
+        "memory: 32Ti}; top-level quotas above it are warned about (default: no check)",
     )
     parser.add_argument("--strict", action="store_true", help="treat warnings as errors")
 
 
 def run(args: argparse.Namespace) -> int:
-    try:
-        return _run(args)
-    except Exception as exc:  # never a traceback: an internal error is exit 3
-        print(f"kai validate: internal error: {type(exc).__name__}: {exc}", file=sys.stderr)
-        return 3
-
-
-def _run(args: argparse.Namespace) -> int:
+    from kai.commands._console import style_for
     from kai.gitops.loader import UsageError
     from kai.gitops.validate import validate_paths
 
@@ -58,24 +51,27 @@ def _run(args: argparse.Namespace) -> int:
         return 2
     if args.strict:
         report = report.strict()
-    if args.output == "json":
-        body = {
-            "ok": report.ok,
-            "documents": len(report.documents),
-            "problems": [p.as_json() for p in report.problems],
-        }
-        sys.stdout.write(json.dumps(body, indent=2, ensure_ascii=False) + "\n")
-    else:
-        for problem in report.problems:
-            sys.stdout.write(problem.text() + "\n")
+    document: dict[str, Any] = {
+        "ok": report.ok,
+        "documents": len(report.documents),
+        "problems": [p.as_json() for p in report.problems],
+    }
+
+    def text() -> str:
+        style = style_for(sys.stdout, args.color)
+        return "".join(style.problem(problem) + "\n" for problem in report.problems)
+
+    sys.stdout.write(render(document, args.output, text))
+    if args.output == "text":
         errors, warnings = len(report.errors), len(report.warnings)
-        files = len(report.files)
-        documents = len(report.documents)
+        files, documents = len(report.files), len(report.documents)
         print(
-            f"kai validate: {documents} document{'s' if documents != 1 else ''} in {files} "
-            f"file{'s' if files != 1 else ''}: {errors} error{'s' if errors != 1 else ''}, "
-            f"{warnings} warning{'s' if warnings != 1 else ''}",
+            f"kai validate: {_count(documents, 'document')} in {_count(files, 'file')}: "
+            f"{_count(errors, 'error')}, {_count(warnings, 'warning')}",
             file=sys.stderr,
         )
-    sys.stdout.flush()
     return 0 if report.ok else 1
+
+
+def _count(number: int, noun: str) -> str:
+    return f"{number} {noun}{'' if number == 1 else 's'}"

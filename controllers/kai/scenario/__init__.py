@@ -10,7 +10,7 @@ from kai.scenario.comparison import Mismatch, checked_states, compare
 from kai.scenario.convert import NOW, TaskState, initial_state, to_snapshot
 from kai.scenario.figures import Figures, node_figures
 from kai.scenario.model import Scenario
-from kai.scenario.output import Report, build_report, render_json, render_text
+from kai.scenario.output import Report, build_report, render_json, render_text, report_document
 from kai.scenario.rounds import CoreOutputError, Round, SessionFn, advance, run_scenario
 from kai.scenario.source import ScenarioError
 from kai.scenario.validate import load_scenario, validate_document
@@ -35,6 +35,7 @@ __all__ = [
     "node_figures",
     "render_json",
     "render_text",
+    "report_document",
     "run_scenario",
     "to_snapshot",
     "validate_document",

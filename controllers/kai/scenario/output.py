@@ -60,6 +60,11 @@ def _state_json(tasks: Mapping[str, TaskState], figures: Mapping[str, Figures]) 
 
 def render_json(report: Report) -> str:
     """Exactly one JSON object, keys in the documented order, followed by a newline."""
+    return orjson.dumps(report_document(report)).decode("utf-8") + "\n"
+
+
+def report_document(report: Report) -> dict[str, Any]:
+    """The document of ``kai simulate -o json`` (and ``-o yaml``): id, mode, rounds."""
     rounds: list[dict[str, Any]] = []
     for index, one in enumerate(report.rounds):
         entry = {"result": _state_json(one.result, report.result_figures[index])}
@@ -67,8 +72,7 @@ def render_json(report: Report) -> str:
         if one.next is not None and following is not None:
             entry["next"] = _state_json(one.next, following)
         rounds.append(entry)
-    document = {"id": report.scenario.id, "mode": report.scenario.mode, "rounds": rounds}
-    return orjson.dumps(document).decode("utf-8") + "\n"
+    return {"id": report.scenario.id, "mode": report.scenario.mode, "rounds": rounds}
 
 
 def _place(task: TaskState) -> str:
