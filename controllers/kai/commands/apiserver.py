@@ -179,7 +179,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"kubeconfig: {args.kubeconfig_out}", flush=True)
     if options.tls and server.certs is None:
         print(
-            "kai apiserver: no TLS support available (install 'cryptography' or openssl); "
+            "kai apiserver: no TLS support available (pip install 'kai[local]' brings it); "
             "serving plain HTTP",
             file=sys.stderr,
         )
