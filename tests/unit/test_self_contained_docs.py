@@ -83,9 +83,9 @@ def test_named_doc_paths_exist() -> None:
     problems = []
     for f in _read_by_user():
         for number, line in enumerate(f.read_text(encoding="utf-8").splitlines(), 1):
-            for match in DOC_PATH.finditer(line):
-                if not (ROOT / match.group(1)).is_file():
-                    problems.append(f"{_rel(f)}:{number}: names {match.group(1)}, which is missing")
+            for named in sorted({m.group(1) for m in DOC_PATH.finditer(line)}):
+                if not (ROOT / named).is_file():
+                    problems.append(f"{_rel(f)}:{number}: names {named}, which is missing")
     assert not problems, "\n".join(problems)
 
 
