@@ -8,7 +8,8 @@ Scanned: ``README.md``, ``CONTRIBUTING.md``, ``docs/**/*.md``, ``controllers/**/
   repository), to the private notes it holds (``KAI-FACTS``), or to their numbered sections
   (``§4.6``): the fact itself belongs in our words, or a link to our own doc;
 - every relative Markdown link ``[text](path)`` resolves to a file or directory of the repository;
-- every ``docs/....md`` path named in the sources or the docs exists.
+- every ``docs/....md`` path named in the sources or the docs exists, and so does every
+  repository path quoted in the docs (`` `tests/unit/...` ``, `` `controllers/...` ``, ...).
 """
 
 from __future__ import annotations
@@ -30,6 +31,9 @@ FORBIDDEN = [
 ]
 LINK = re.compile(r"(?<!!)\[[^\]\n]*\]\(([^)\s]+)(?:\s+\"[^\"]*\")?\)")
 DOC_PATH = re.compile(r"(?<![\w/.-])(docs/[\w./-]+?\.md)\b")
+QUOTED_PATH = re.compile(
+    r"`((?:tests|controllers|bench|examples|docs|schemas|manifests|\.ci)/[^`\s*{}<>]*)`"
+)
 
 
 def _read_by_user() -> list[Path]:
@@ -86,6 +90,19 @@ def test_named_doc_paths_exist() -> None:
             for named in sorted({m.group(1) for m in DOC_PATH.finditer(line)}):
                 if not (ROOT / named).is_file():
                     problems.append(f"{_rel(f)}:{number}: names {named}, which is missing")
+    assert not problems, "\n".join(problems)
+
+
+def test_paths_quoted_in_the_docs_exist() -> None:
+    problems = []
+    for f in _read_by_user():
+        if f.suffix != ".md":
+            continue
+        for number, line in enumerate(f.read_text(encoding="utf-8").splitlines(), 1):
+            for match in QUOTED_PATH.finditer(line):
+                path = match.group(1).split("::", 1)[0].rstrip("/")
+                if not (ROOT / path).exists():
+                    problems.append(f"{_rel(f)}:{number}: `{match.group(1)}` does not exist")
     assert not problems, "\n".join(problems)
 
 
