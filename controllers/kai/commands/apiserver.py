@@ -177,7 +177,7 @@ def run(args: argparse.Namespace) -> int:
             )
             return 2
         print(f"kubeconfig: {args.kubeconfig_out}", flush=True)
-    if options.tls and server.certs is None:
+    if args.tls and server.certs is None:  # the server turns options.tls off when it must
         print(
             "kai apiserver: no TLS support available (pip install 'kai[local]' brings it); "
             "serving plain HTTP",
