@@ -124,7 +124,20 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def _tls_unavailable() -> bool:
+    """``--tls`` needs the ``cryptography`` package, which comes with the ``local`` extra."""
+    import importlib.util
+
+    return importlib.util.find_spec("cryptography") is None
+
+
 def run(args: argparse.Namespace) -> int:
+    if args.tls and _tls_unavailable():
+        print(
+            "kai apiserver: --tls needs the 'cryptography' package: pip install 'kai[local]'",
+            file=sys.stderr,
+        )
+        return 2
     import logging
 
     from kube_emulator import ApiServer, ServerOptions
@@ -177,9 +190,9 @@ def run(args: argparse.Namespace) -> int:
             )
             return 2
         print(f"kubeconfig: {args.kubeconfig_out}", flush=True)
-    if args.tls and server.certs is None:  # the server turns options.tls off when it must
+    if options.tls and server.certs is None:
         print(
-            "kai apiserver: no TLS support available (pip install 'kai[local]' brings it); "
+            "kai apiserver: no TLS support available (install 'cryptography' or openssl); "
             "serving plain HTTP",
             file=sys.stderr,
         )
