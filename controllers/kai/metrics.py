@@ -1,8 +1,7 @@
 """Prometheus metrics with KAI's names, in the text exposition format (version 0.0.4).
 
 A small registry (gauges, counters, histograms with labels) and an HTTP server for ``/metrics``;
-no third-party dependency. Names follow KAI-FACTS §10 and the 2026-08 addendum §5 (prefix
-``kai_``).
+no third-party dependency. Names and labels are KAI's (prefix ``kai_``).
 """
 
 from __future__ import annotations

@@ -3,8 +3,9 @@ makes are Ready and schedulable (no not-ready taint), as a kubelet would leave t
 
 from __future__ import annotations
 
-from helpers.real_cluster import NOT_READY_TAINT, RealCluster, add_fake_nodes
 from kubernetes import client, config
+
+from helpers.real_cluster import NOT_READY_TAINT, RealCluster, add_fake_nodes
 
 
 def test_fake_nodes_are_ready_and_untainted(real_cluster: RealCluster) -> None:

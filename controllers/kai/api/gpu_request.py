@@ -1,6 +1,6 @@
 """The one parser of a pod's GPU request.
 
-A pod asks for GPUs in exactly one of these forms (KAI-FACTS §1.8, §5):
+A pod asks for GPUs in exactly one of these forms:
 
 - whole devices: container resource ``nvidia.com/gpu: N``;
 - a fraction of a device: annotation ``gpu-fraction: "0.5"`` (optionally on
@@ -127,7 +127,7 @@ def mig_profile_gpus(profile: str) -> int:
 def queue_gpus(
     request: GpuRequest, device_memory_mib: float | None, *, on_node: bool = False
 ) -> float:
-    """GPUs a request counts in queue accounting (KAI-FACTS §4.1).
+    """GPUs a request counts in queue accounting.
 
     A fraction counts ``fraction × devices``, a MIG instance its slice count, a gpu-memory request
     ``devices × memory / device_memory_mib`` where ``device_memory_mib`` is the memory of the

@@ -130,7 +130,21 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_logging_options(parser, level="WARNING")
 
 
+def _tls_unavailable() -> bool:
+    """``--tls`` needs the ``cryptography`` package, which comes with the ``local`` extra."""
+    import importlib.util
+
+    return importlib.util.find_spec("cryptography") is None
+
+
 def run(args: argparse.Namespace) -> int:
+    if args.tls and _tls_unavailable():
+        complain(
+            "kai apiserver",
+            "--tls needs the 'cryptography' package: pip install 'kai[local]'",
+            args.log_format,
+        )
+        return 2
     from kai.commands._signals import stop_on_signals
     from kube_emulator import ApiServer, ServerOptions
 

@@ -1,5 +1,5 @@
 """``kai simulate SCENARIO [-o text|json|yaml] [--check]``: run one scenario file through the
-scheduler core (see ``docs/cli.md``).
+scheduler core (the format: docs/scenario-format.md; the command: docs/cli.md).
 
 Exit status: 0 ran (and matched with ``--check``), 1 ``--check`` found mismatches, 2 bad usage
 or an invalid file or an action the core does not implement yet, 3 an internal error (nothing is

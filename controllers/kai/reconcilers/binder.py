@@ -1,4 +1,4 @@
-"""The binder: BindRequest -> ``pods/binding`` (KAI-FACTS §1.5, §2, §5).
+"""The binder: BindRequest -> ``pods/binding``.
 
 For each BindRequest not yet Succeeded or Failed:
 

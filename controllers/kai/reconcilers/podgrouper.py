@@ -1,6 +1,6 @@
 """A minimal pod-grouper: a PodGroup for every bare pod and every batch/v1 Job.
 
-Rules (KAI-FACTS §8, KAI-FACTS-2026-08 §3):
+Rules:
 
 - a bare pod: ``pg-<pod>-<podUID>``, minMember 1; a bare pod that already carries the
   ``pod-group-name`` annotation is user-managed and left alone;

@@ -1,6 +1,6 @@
 """The live scheduler: every period, snapshot the informer caches, run a session, act.
 
-One cycle (KAI-FACTS §3.1, §3.12), only while this process holds the leader Lease:
+One cycle, only while this process holds the leader Lease:
 
 1. open: build a :class:`~kai.scheduler.snapshot.Snapshot` from the caches (pods of this
    scheduler, nodes, PodGroups, Queues, BindRequests, Topologies, PriorityClasses). Objects

@@ -5,7 +5,7 @@ into segments of 4 workers (worker ``i`` belongs to segment ``i // 4``), each se
 leaf subgroup, optionally under its own topology constraint
 (``kai.scheduler/segment-topology-required-placement`` / ``-preferred-placement`` with the
 topology named by ``kai.scheduler/topology`` on the template or, failing that, the workload),
-all under one parent subgroup (KAI-FACTS §6, KAI-FACTS-2026-08 §3).
+all under one parent subgroup.
 
 The pod-grouper calls :func:`plan_segments` and writes the result into the PodGroup's
 ``subGroups`` (:meth:`SegmentPlan.subgroups` gives them as core snapshot specs); workers get the

@@ -5,7 +5,7 @@ list of objects that could not be understood (:class:`Problem`), each naming the
 the field; such an object is left out of the snapshot and the caller reports it (Event,
 condition) instead of crashing.
 
-What a pod's scheduler status is (KAI-FACTS §2, §3.1):
+What a pod's scheduler status is:
 
 - terminal pods (Succeeded/Failed) are left out: they hold nothing;
 - ``spec.nodeName`` set: Running (phase Running) or Bound; Releasing when being deleted;

@@ -1,4 +1,4 @@
-"""Scheduling scenario files (``scenario-format.md``): load and validate them, build the core's
+"""Scheduling scenario files (docs/scenario-format.md): load and validate them, build the core's
 snapshot, run single sessions or rounds, compute node figures, check and print outcomes.
 
 Part of the core layer: plain data in and out, no Kubernetes.

@@ -1,4 +1,4 @@
-"""A validated scenario file as typed, immutable data (see ``scenario-format.md``).
+"""A validated scenario file as typed, immutable data (docs/scenario-format.md).
 
 Names follow the file's keys. Nothing here has a default that the file could have omitted: the
 validator fills every field from the file, so a scenario means exactly what it says.

@@ -1,4 +1,4 @@
-"""Which tasks of a job to place next (KAI ``GetTasksToAllocate``, KAI-FACTS-2026-08 §1.2.1).
+"""Which tasks of a job to place next (KAI ``GetTasksToAllocate``).
 
 Gang phase: a SubGroupSet below its threshold K takes its K best children (subgrouporder) and
 asks each for its missing tasks; a PodSet below its minimum gives ``min_available − active``

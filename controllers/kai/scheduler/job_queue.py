@@ -1,4 +1,4 @@
-"""JobsOrderByQueues (KAI-FACTS §3.8): repeatedly pop the best job of the best leaf queue.
+"""JobsOrderByQueues: repeatedly pop the best job of the best leaf queue.
 
 Sibling queues are compared level by level with the fair-share package's queue order, given the
 request of each side's best job: each queue gets an order key (``Proportion.order_key``) and
@@ -8,7 +8,7 @@ allocation), so only their keys and best children are recomputed; every other qu
 best child stay cached.
 
 Queue depth per action keeps the best ``depth`` jobs of each leaf (KAI drops an arbitrary heap
-slot, KAI-FACTS §13 item 21; keeping the best is the deterministic reading of its intent).
+slot; keeping the best is the deterministic reading of its intent).
 """
 
 from __future__ import annotations

@@ -1,8 +1,8 @@
 """Jobs (PodGroups), their subgroup tree and their tasks (pods), as the session sees them.
 
 A job's tasks hang under leaf :class:`PodSet` s (each with ``min_available``) inside a tree of
-:class:`SubGroupSet` s (each with a threshold ``K``: how many direct children must be satisfied;
-KAI-FACTS-2026-08 §1.2.1). A flat job has one PodSet named ``default``. PodSets keep counters of
+:class:`SubGroupSet` s (each with a threshold ``K``: how many direct children must be satisfied).
+A flat job has one PodSet named ``default``. PodSets keep counters of
 their tasks per status group, updated by the session on every status change, so gang questions
 cost O(children), never O(tasks).
 """
@@ -127,8 +127,8 @@ class SubGroupSet:
     @property
     def threshold(self) -> int:
         """``minSubGroup`` as written, else every child. Like KAI, a ``minSubGroup`` above the
-        number of children is not capped: the set is never satisfied (KAI-FACTS-2026-08 §1.2,
-        §11 pitfall 2) and its job stays pending (see :func:`unreachable_sets`)."""
+        number of children is not capped: the set is never satisfied and its job stays pending
+        (see :func:`unreachable_sets`)."""
         if self.min_subgroup is None:
             return len(self.children)
         return self.min_subgroup

@@ -1,5 +1,5 @@
-"""Order of jobs in a queue, of children in a subgroup tree, and of tasks in a PodSet (KAI-FACTS
-§3.8, KAI-FACTS-2026-08 §1.2.1). Each order is one fixed chain of rules, written as a sort key so
+"""Order of jobs in a queue, of children in a subgroup tree, and of tasks in a PodSet.
+Each order is one fixed chain of rules, written as a sort key so
 that no comparison can disagree with another."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Node scores (KAI-FACTS §3.9, §3.10), vectorised.
+"""Node scores, vectorised.
 
 Scores are summed; the scale constants keep the plugins in strict priority: gpusharingorder
 (1000) > nodeavailability (100) > resourcetype (10) > nodeplacement (at most 9).

@@ -218,7 +218,7 @@ class Session:
 
     def capacity_vector(self, spec: TaskSpec) -> Vector:
         """What a task counts in the job-level capacity check (gpu-memory converted with the
-        largest device, the lenient bound of KAI-FACTS-2026-08 §2.2)."""
+        largest device: the lenient bound KAI uses)."""
         return (queue_gpus(spec.gpu, self.max_gpu_memory), spec.cpu_millis, spec.memory_bytes)
 
     # ------------------------------------------------------------------ the one mutator

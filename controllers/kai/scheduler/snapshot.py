@@ -20,7 +20,7 @@ from kai.api.scheduler_config import SchedulerConfig as SchedulerConfig  # likew
 
 
 class TaskStatus(enum.Enum):
-    """Pod status as the scheduler sees it (KAI-FACTS §3.2)."""
+    """Pod status as the scheduler sees it."""
 
     PENDING = "Pending"
     GATED = "Gated"

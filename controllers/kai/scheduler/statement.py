@@ -1,4 +1,4 @@
-"""The statement: tentative changes with checkpoint, rollback, discard and commit (KAI-FACTS §3.5).
+"""The statement: tentative changes with checkpoint, rollback, discard and commit.
 
 Each operation changes the session at once through :meth:`Session.set_placement` (task status,
 node table, shared devices, queue accounting) and records the task's previous placement.

@@ -1,4 +1,4 @@
-"""Topology trees and candidate domains for topology-aware placement (KAI-FACTS §6).
+"""Topology trees and candidate domains for topology-aware placement.
 
 A :class:`TopologyTree` is built once per session from a :class:`TopologySpec` and the session's
 node order. Level ``i`` holds one domain per distinct path of label values from the top level down

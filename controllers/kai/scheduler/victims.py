@@ -1,5 +1,4 @@
-"""Victim search shared by reclaim, preempt and consolidation (KAI-FACTS §3.6, KAI-FACTS-2026-08
-§1.2.1, §2.1).
+"""Victim search shared by reclaim, preempt and consolidation.
 
 Candidates come as :class:`VictimUnit` s: the smallest pieces a victim job can lose without
 breaking its gang — first its elastic extras, one task at a time in reverse task order, then a

@@ -213,7 +213,7 @@ def test_go_mem_limit_ratio_range() -> None:
         assert loc == "spec.goMemLimitRatio"
 
 
-# --- PodGroup subgroup rules (KAI's webhook, KAI-FACTS-2026-08 §1.2) ---------------------------
+# --- PodGroup subgroup rules (KAI's webhook) ------------------------------------------------------
 
 
 def _sg(name: str, parent: str | None = None, **kw: int) -> dict[str, Any]:

@@ -1,4 +1,4 @@
-"""Worked examples of the fair-share division (KAI-FACTS §4.4), numbers computed by hand.
+"""Worked examples of the fair-share division, numbers computed by hand.
 
 Notation in comments: T = amount of the level; phase 1 gives min(deserved, requestable);
 phase 2 shares the rest by weight in whole units (leftovers recorded); phase 3 hands out

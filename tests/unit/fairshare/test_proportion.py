@@ -1,4 +1,4 @@
-"""Proportion: roll-up, live accounting, capacity policy (KAI-FACTS §4.5), clone/checkpoint."""
+"""Proportion: roll-up, live accounting, capacity policy, clone/checkpoint."""
 
 from __future__ import annotations
 

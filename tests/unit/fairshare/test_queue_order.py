@@ -1,4 +1,4 @@
-"""Queue order among siblings (KAI-FACTS §3.8), one rule at a time.
+"""Queue order among siblings, one rule at a time.
 
 Queues are built with over-quota weight 0 and requested = quota, so their fair share and
 allocatable share equal their quota; allocated figures are set directly.

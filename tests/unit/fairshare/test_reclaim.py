@@ -1,4 +1,4 @@
-"""Reclaim rules (KAI-FACTS §4.6): the gate, both strategies judged between the siblings just
+"""Reclaim rules: the gate, both strategies judged between the siblings just
 below the lowest common ancestor, chunk-by-chunk subtraction, the saturation check with its
 multiplier and non-preemptible reclaimers. Figures are GPUs unless stated; cpu and memory have
 unlimited quotas and nothing requested, so they are never involved.

@@ -1,5 +1,5 @@
 # ruff: noqa: E501
-"""The format extensions beyond scenario-format.md (docs/design/scenario-extensions.md):
+"""The kai extensions of the scenario format (docs/scenario-format.md, marked *extension*):
 ``request.gpuDevices``, ``minSubGroup`` on jobs and inner subgroups, ``topologies[].aliases``.
 
 Validity cases follow test_validity_rules.py: a case edits ``data/base.yaml`` (a valid file) and

@@ -1,4 +1,4 @@
-"""Node figures idleGpus / releasingGpus exactly as scenario-format.md defines them."""
+"""Node figures idleGpus / releasingGpus exactly as docs/scenario-format.md defines them."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 # ruff: noqa: E501
-"""Every validity rule of scenario-format.md, each with the exact error lines it produces.
+"""Every validity rule of docs/scenario-format.md, each with the exact error lines it produces.
 
 A case replaces one piece of ``data/base.yaml`` (a valid file) and lists every line ``kai
 simulate`` must print on standard error, ``F`` standing for the file name.

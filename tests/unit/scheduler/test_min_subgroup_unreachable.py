@@ -1,5 +1,5 @@
-"""A ``minSubGroup`` above the number of children: never satisfied, as in KAI (KAI-FACTS-2026-08
-§1.2, §11 pitfall 2). The job stays pending with a reason naming the subgroup, the minSubGroup and
+"""A ``minSubGroup`` above the number of children: never satisfied, as in KAI.
+The job stays pending with a reason naming the subgroup, the minSubGroup and
 the child count; nothing is scheduled in its place (no silent cap at the child count)."""
 
 from __future__ import annotations

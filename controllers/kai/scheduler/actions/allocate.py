@@ -1,4 +1,4 @@
-"""The allocate action (KAI-FACTS §3.4).
+"""The allocate action.
 
 Jobs are popped best-first from :class:`JobsOrderByQueues`. For each job: the tasks to place next
 (:func:`tasks_to_allocate`), the capacity check of the fair-share package for their sum, then

@@ -1,4 +1,4 @@
-"""The consolidation action (KAI-FACTS §3.3, §7): make room for a pending *preemptible* job by
+"""The consolidation action: make room for a pending *preemptible* job by
 moving running preemptible tasks (of any queue) to other nodes.
 
 Valid only when every moved task is re-placed (pipelined) elsewhere: nothing is finally

@@ -1,4 +1,4 @@
-"""The preempt action (KAI-FACTS §3.3, §7): inside one queue, a pending job evicts preemptible
+"""The preempt action: inside one queue, a pending job evicts preemptible
 jobs of strictly lower priority.
 
 A non-preemptible preemptor must fit its queue's quota with its non-preemptible usage

@@ -1,4 +1,4 @@
-"""The reclaim action (KAI-FACTS §3.3, §3.6, §4.6): a pending job takes resources back from
+"""The reclaim action: a pending job takes resources back from
 preemptible jobs of *other* queues.
 
 Gate: the job's leaf queue, with the job, stays within its fair share (and a non-preemptible

@@ -1,4 +1,4 @@
-"""The stale-gang eviction action (KAI-FACTS §3.7, KAI-FACTS-2026-08 §1.2.3).
+"""The stale-gang eviction action.
 
 A job is stale when it has no succeeded task, at least one active task, and its gang is not
 satisfied (a leaf PodSet below its minimum, honouring SubGroupSet thresholds). Once it has been

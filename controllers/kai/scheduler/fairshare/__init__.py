@@ -1,4 +1,4 @@
-"""Queue fairness of the scheduler core: KAI's proportion plugin (KAI-FACTS §4, §3.8).
+"""Queue fairness of the scheduler core: KAI's proportion plugin.
 
 Pure computation over plain data; no I/O, no clock. Design notes and every deviation from KAI:
 ``docs/design/fairshare.md``.

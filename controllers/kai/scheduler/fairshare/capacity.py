@@ -1,4 +1,4 @@
-"""Capacity policy (KAI-FACTS §4.5): may a job enter its queue?
+"""Capacity policy: may a job enter its queue?
 
 Checked at the job's queue and every ancestor: first ``OverLimit`` over the whole chain
 (``limit < allocated + request`` in a resource with a non-zero request and a limit), then, for

@@ -1,4 +1,4 @@
-"""Hierarchical fair-share division (KAI-FACTS §4.4), one resource and one sibling set at a time.
+"""Hierarchical fair-share division, one resource and one sibling set at a time.
 
 ``divide_level`` is KAI's ``setResourceShare`` for one set of siblings and one resource;
 ``divide`` runs it top-down over a whole tree for gpu, cpu and memory independently: top-level

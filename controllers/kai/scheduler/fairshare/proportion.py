@@ -1,5 +1,5 @@
 """Per-session queue state of the proportion plugin: fair shares, live accounting, capacity
-policy and queue order (KAI-FACTS §4.3-4.5, §4.7, §3.8). The rules themselves live in
+policy and queue order. The rules themselves live in
 ``capacity.py``, ``queue_order.py`` and ``reclaim.py``; this class holds the state and exposes them
 as methods.
 
@@ -141,7 +141,7 @@ class Proportion:
         return self._get(self._alloc_np, self.tree.lookup(name))
 
     def dominant_share(self, name: str, extra: ResourcesLike | None = None) -> float:
-        """Max over resources of (allocated + extra) / allocatable share (§3.8)."""
+        """Max over resources of (allocated + extra) / allocatable share (KAI's queue order)."""
         i = self.tree.lookup(name)
         alloc = self._get(self._alloc, i)
         if extra is not None:
@@ -217,7 +217,7 @@ class Proportion:
         self, queue: str, request: ResourcesLike, preemptible: bool
     ) -> Reason | None:
         """May a job (or the set of its tasks about to be allocated) asking ``request`` enter
-        ``queue``? ``None`` = yes. Otherwise the first violation (§4.5), checked at the queue
+        ``queue``? ``None`` = yes. Otherwise the first violation, checked at the queue
         and every ancestor: OverLimit first (``limit < allocated + request`` for a resource
         with non-zero request and limit != -1), then, for non-preemptible jobs,
         NonPreemptibleOverQuota (``deserved < allocatedNonPreemptible + request``, deserved !=
@@ -303,7 +303,7 @@ class Proportion:
                 share = max(share, alloc[k] / allocatable)
         return share
 
-    # ------------------------------------------------------------------ reclaim (§4.6)
+    # ------------------------------------------------------------------ reclaim
     def can_reclaim(self, queue: str, job_request: ResourcesLike, preemptible: bool) -> bool:
         """The reclaim gate: allocated + request <= fair share in every resource, and for a
         non-preemptible job allocatedNonPreemptible + request <= deserved. False when the
@@ -329,7 +329,7 @@ class Proportion:
         victims: Sequence[VictimLike],
         reclaimer_preemptible: bool = True,
     ) -> bool:
-        """Scenario validation of reclaim (§4.6); see ``reclaim.judge_reclaim``."""
+        """Scenario validation of reclaim; see ``reclaim.judge_reclaim``."""
         return judge_reclaim(
             self, reclaimer_queue, reclaimer_request, victims, reclaimer_preemptible, explain=False
         ).ok

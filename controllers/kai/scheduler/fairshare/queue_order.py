@@ -1,4 +1,4 @@
-"""Queue order among siblings (KAI-FACTS §3.8) as precomputed keys.
+"""Queue order among siblings as precomputed keys.
 
 A heap of sibling queues compares the same (queue, best job) pair many times, so the per-queue
 facts every rule needs are computed once into a ``QueueOrderKey``; comparing two keys is then a

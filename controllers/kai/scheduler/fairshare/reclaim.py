@@ -1,4 +1,4 @@
-"""Reclaim fairness between queues (KAI-FACTS §4.6): may these victims be taken for that job?
+"""Reclaim fairness between queues: may these victims be taken for that job?
 
 ``judge_reclaim`` validates one reclaim scenario against the queue state *as it was when the
 job's solution search started* (KAI clones the queues at ``OnJobSolutionStart``): call

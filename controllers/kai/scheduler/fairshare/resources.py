@@ -1,7 +1,7 @@
 """Resource vectors for queue accounting: (gpu, cpu, memory) in ``MANAGED_RESOURCES`` order.
 
 Only the three resources KAI's proportion plugin manages take part in fair share, limits and
-quotas (KAI-FACTS §4.1). Units: GPUs in devices (fractions allowed: a fractional task counts
+quotas. Units: GPUs in devices (fractions allowed: a fractional task counts
 its fraction, a gpu-memory task counts memory / device memory, a MIG ``Ng`` instance counts N),
 cpu in millicores, memory in bytes.
 

@@ -2,8 +2,8 @@
 
 Queues are numbered in ``(creation_rank, name)`` order — oldest first, then by name — and every
 list of siblings is kept in that order. This is the one iteration order the fair-share code
-uses wherever KAI iterates a Go map (KAI-FACTS §13 item 22), so results never depend on the
-order of the input list.
+uses wherever KAI iterates a Go map (in Go's randomised order), so results never depend on
+the order of the input list.
 """
 
 from __future__ import annotations

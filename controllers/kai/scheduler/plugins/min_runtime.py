@@ -1,4 +1,4 @@
-"""Min-runtime protection (KAI plugin ``minruntime``, KAI-FACTS §7).
+"""Min-runtime protection (KAI plugin ``minruntime``).
 
 A victim job is protected while ``now < last start + min runtime``; a job that never started
 (no ``last_start_time``) is not protected. The min runtime comes from the queue tree:

@@ -1,4 +1,4 @@
-"""Preemption delay (KAI-FACTS-2026-08 §1.2.2): a job waits ``preemptionDelay`` before it may
+"""Preemption delay: a job waits ``preemptionDelay`` before it may
 evict anyone.
 
 Aggressor side only: while ``now < anchor + delay`` the job is not an input job of preempt,
