@@ -39,6 +39,11 @@ def add_live_arguments(parser: argparse.ArgumentParser) -> None:
         "--log-level", default="INFO", choices=("DEBUG", "INFO", "WARNING", "ERROR")
     )
     parser.add_argument(
+        "--namespace",
+        default="kai-scheduler",
+        help="kai's own namespace, where the component's Lease is held (default: kai-scheduler)",
+    )
+    parser.add_argument(
         "--no-leader-election",
         action="store_true",
         help="run without holding the component's Lease (only one replica!)",
@@ -56,10 +61,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--config-map",
-        default="kai-scheduler/kai-scheduler-config",
         metavar="NAMESPACE/NAME",
         help="ConfigMap with the rendered SchedulerPolicy (`kai render`); KAI's defaults "
-        "while it does not exist",
+        "while it does not exist (default: NAMESPACE/kai-scheduler-config, NAMESPACE "
+        "from --namespace)",
     )
     parser.add_argument(
         "--status-period",
@@ -104,31 +109,43 @@ def run_live(args: argparse.Namespace, component: str, **options: Any) -> int:
     opts = SystemOptions(
         scheduler_name=args.scheduler_name,
         leader_election=not args.no_leader_election,
+        lease_namespace=args.namespace,
         components=(component,),
         **options,
     )
     system = System(args.kubeconfig, opts)
-    try:
-        system.start()
-    except ConfigError as exc:
-        print(f"kai {component}: {exc}", file=sys.stderr)
-        system.stop()
-        return 2
-    except KubeError as exc:
-        print(f"kai {component}: cannot reach the cluster: {exc}", file=sys.stderr)
-        system.stop()
-        return 2
+    started = threading.Event()
+
+    def ready() -> bool:
+        # ready once started and every informer has listed (a 403 on a list keeps it unready)
+        return started.is_set() and all(
+            informer.synced.is_set()
+            for informers in system.informers.values()
+            for informer in informers.informers.values()
+        )
+
     metrics = None
-    if args.metrics_port:
+    if args.metrics_port:  # served from the start: liveness holds while the caches fill
         try:
-            metrics = MetricsServer([system.metrics.registry], args.metrics_port).start()
+            metrics = MetricsServer(
+                [system.metrics.registry], args.metrics_port, ready=ready
+            ).start()
         except OSError as exc:
             print(
                 f"kai {component}: metrics port {args.metrics_port}: {exc.strerror}",
                 file=sys.stderr,
             )
-            system.stop()
             return 2
+    try:
+        system.start()
+    except (ConfigError, KubeError) as exc:
+        what = exc if isinstance(exc, ConfigError) else f"cannot reach the cluster: {exc}"
+        print(f"kai {component}: {what}", file=sys.stderr)
+        if metrics is not None:
+            metrics.stop()
+        system.stop()
+        return 2
+    started.set()
     try:
         wait_for_signal()
     finally:
@@ -139,6 +156,8 @@ def run_live(args: argparse.Namespace, component: str, **options: Any) -> int:
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.config_map is None:
+        args.config_map = f"{args.namespace}/kai-scheduler-config"
     if "/" not in args.config_map:
         print("kai scheduler: --config-map must be NAMESPACE/NAME", file=sys.stderr)
         return 2

@@ -249,6 +249,14 @@ class Binder:
     def _ensure_namespace(self) -> None:
         if self._namespace_ready:
             return
+        # installed with kai: reading it needs only `get` on this one namespace (RBAC)
+        try:
+            with_retries(lambda: self.kube.get(NAMESPACES, RESERVATION_NAMESPACE))
+            self._namespace_ready = True
+            return
+        except ApiError as exc:
+            if exc.status != 404:
+                raise
         create_if_absent(
             self.kube,
             NAMESPACES,
