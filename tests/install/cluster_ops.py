@@ -165,6 +165,7 @@ def components(
 
 
 def gpu_pod(name: str, namespace: str, scheduler_name: str, gpus: int = 1) -> dict[str, Any]:
+    resources = {"limits": {GPU: str(gpus)}, "requests": {GPU: str(gpus)}} if gpus else {}
     return {
         "apiVersion": "v1",
         "kind": "Pod",
@@ -176,7 +177,7 @@ def gpu_pod(name: str, namespace: str, scheduler_name: str, gpus: int = 1) -> di
                 {
                     "name": "main",
                     "image": "registry.k8s.io/pause:3.10",
-                    "resources": {"limits": {GPU: str(gpus)}, "requests": {GPU: str(gpus)}},
+                    "resources": resources,
                 }
             ],
         },
@@ -203,3 +204,32 @@ def wait(check: Any, timeout: float, what: str, interval: float = 0.5) -> Any:
             return value
         time.sleep(interval)
     raise AssertionError(f"timed out after {timeout:.0f}s: {what}")
+
+
+@contextmanager
+def reservation_kubelet(core: Any) -> Iterator[None]:
+    """Plays the reservation image on the GPU reservation pods (there is no kubelet): publishes
+    a GPU UUID in ``run.ai/reserve_for_gpu_index``, as the image does through NVML."""
+    import threading
+
+    stop = threading.Event()
+
+    def loop() -> None:
+        while not stop.wait(0.2):
+            for pod in core.list_namespaced_pod("kai-resource-reservation").items:
+                annotations = pod.metadata.annotations or {}
+                if pod.spec.node_name and "run.ai/reserve_for_gpu_index" not in annotations:
+                    uuid = f"GPU-{pod.metadata.uid}"
+                    core.patch_namespaced_pod(
+                        pod.metadata.name,
+                        "kai-resource-reservation",
+                        {"metadata": {"annotations": {"run.ai/reserve_for_gpu_index": uuid}}},
+                    )
+
+    thread = threading.Thread(target=loop, daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        thread.join(timeout=10)

@@ -22,6 +22,7 @@ from .cluster_ops import (
     components,
     gpu_pod,
     gpus_per_node,
+    reservation_kubelet,
     run,
     token_kubeconfig,
     wait,
@@ -164,6 +165,25 @@ def test_kustomize_install_components_as_service_accounts(installed: Installed) 
             "scheduling.run.ai", "v2alpha2", "team-kust", "podgroups"
         )["items"]
         assert len(pgs) == 100 and {pg["spec"]["queue"] for pg in pgs} == {"default-queue"}
+        # GPU sharing: the binder's reservation pod (its Role in kai-resource-reservation) and
+        # the GPU-sharing ConfigMaps in the workload's namespace
+        with reservation_kubelet(inst.core):
+            for i in range(2):
+                pod = gpu_pod(f"half-{i}", "team-kust", "kai-scheduler", gpus=0)
+                pod["metadata"]["annotations"] = {"gpu-fraction": "0.5"}
+                inst.core.create_namespaced_pod("team-kust", pod)
+            wait(
+                lambda: all(
+                    inst.core.read_namespaced_pod(f"half-{i}", "team-kust").spec.node_name
+                    for i in range(2)
+                ),
+                90,
+                "the fractional pods bound",
+            )
+        reservations = inst.core.list_namespaced_pod("kai-resource-reservation").items
+        assert len(reservations) == 1, [r.metadata.name for r in reservations]
+        shared = inst.core.list_namespaced_config_map("team-kust").items
+        assert any(cm.data and "NVIDIA_VISIBLE_DEVICES" in str(cm.data) for cm in shared)
         logs = running.logs()
     _assert_no_overcommit(inst)
     _assert_no_403(logs)

@@ -155,9 +155,13 @@ def run_live(args: argparse.Namespace, component: str, **options: Any) -> int:
     return 0
 
 
+def config_map_of(args: argparse.Namespace) -> str:
+    """``--config-map``, else the ConfigMap ``kai-scheduler-config`` in ``--namespace``."""
+    return str(args.config_map or f"{args.namespace}/kai-scheduler-config")
+
+
 def run(args: argparse.Namespace) -> int:
-    if args.config_map is None:
-        args.config_map = f"{args.namespace}/kai-scheduler-config"
+    args.config_map = config_map_of(args)
     if "/" not in args.config_map:
         print("kai scheduler: --config-map must be NAMESPACE/NAME", file=sys.stderr)
         return 2
