@@ -342,8 +342,31 @@ def test_cluster_scoped_names_follow_the_namespace(helm3: str) -> None:
         ("Queue", "default-parent-queue"),
         ("Queue", "default-queue"),
         ("Namespace", "kai-resource-reservation"),
+        # the name under which kai webhook publishes its caBundle: one webhook per cluster
+        ("ValidatingWebhookConfiguration", "kai-webhook"),
+        ("MutatingWebhookConfiguration", "kai-webhook"),
     }
     # namespaced objects in a shared namespace (the binder's reservation Role) are distinct too
     assert {k for k in first if k[2] == "kai-resource-reservation"}.isdisjoint(
         {k for k in second if k[2] == "kai-resource-reservation"}
     )
+
+
+def test_webhook_configurations_are_the_ones_kai_webhook_registers(helm3: str) -> None:
+    """The chart's webhook configurations equal what `kai webhook --self-register` would write
+    for the Service kai-webhook (names, paths, rules, failure policies, timeouts, selectors)."""
+    registration = pytest.importorskip("kai.webhooks.registration")
+    client = {"service": {"namespace": "kai-scheduler", "name": "kai-webhook", "port": 443}}
+    theirs = registration.configurations(
+        client, b"", namespace="kai-scheduler", scheduler_name="kai-scheduler"
+    )
+    objects = _template(helm3, "webhook.enabled=true")
+    for expected in theirs:
+        key = (
+            "admissionregistration.k8s.io/v1",
+            expected["kind"],
+            "",
+            expected["metadata"]["name"],
+        )
+        assert key in objects, key
+        assert objects[key]["webhooks"] == expected["webhooks"], key

@@ -25,9 +25,12 @@ configurations) carry the release namespace, so installs in two namespaces never
 {{ .root.Release.Namespace }}:{{ .name }}
 {{- end }}
 
-{{/* Webhook configuration names (DNS names: no colon): <namespace>-validating / -mutating. */}}
+{{/*
+The webhook configurations' name: kai-webhook, the name under which `kai webhook` publishes its
+caBundle (so one webhook install per cluster).
+*/}}
 {{- define "kai.webhookName" -}}
-{{ .root.Release.Namespace }}-{{ .kind }}
+kai-webhook
 {{- end }}
 
 {{- define "kai.image" -}}
