@@ -1,8 +1,8 @@
 """The kustomize base in ``manifests/`` is rendered from the Helm chart, so that the two install
 paths cannot drift: ``helm template`` with every component on, Helm's own labels removed, one
 file per chart template (``templates/<dir>/<file>`` -> ``manifests/<dir>/<file>``), a
-``kustomization.yaml`` per directory. ``manifests/crds/`` stays what ``kai generate`` writes
-(the chart's ``crds/`` is a copy of it, checked by the tests).
+``kustomization.yaml`` per directory. ``manifests/crds/`` stays what ``kai generate`` writes;
+the chart's ``crds/`` is a copy of it, written here too.
 
     python tests/install/manifests_from_chart.py           # check: exit 1 when stale
     python tests/install/manifests_from_chart.py --write   # regenerate
@@ -82,6 +82,9 @@ def render(helm: str) -> dict[Path, str]:
         directory, name = source.split("/", 1)
         files[MANIFESTS / directory / name] = HEADER.format(source=source) + "---\n".join(docs)
     files[MANIFESTS / "deploy" / "namespace.yaml"] = NAMESPACE_YAML
+    for crd in sorted((MANIFESTS / "crds").glob("*.yaml")):  # kai generate's, copied
+        if crd.name != "kustomization.yaml":
+            files[CHART / "crds" / crd.name] = crd.read_text()
     for directory in DIRS:
         names = sorted(p.name for p in files if p.parent.name == directory)
         files[MANIFESTS / directory / "kustomization.yaml"] = (
@@ -105,11 +108,16 @@ def stale(files: dict[Path, str]) -> list[str]:
     for path, text in files.items():
         if not path.exists() or path.read_text() != text:
             problems.append(f"{path.relative_to(ROOT)}: differs from the chart's rendering")
-    for directory in DIRS:
-        for path in (MANIFESTS / directory).glob("*"):
-            if path not in files:
-                problems.append(f"{path.relative_to(ROOT)}: not rendered by the chart")
+    for path in _owned():
+        if path not in files:
+            problems.append(f"{path.relative_to(ROOT)}: not rendered by the chart")
     return problems
+
+
+def _owned() -> list[Path]:
+    """The files --write manages: manifests/<DIRS>/* and the chart's crds/."""
+    paths = [p for d in DIRS for p in (MANIFESTS / d).glob("*")]
+    return paths + list((CHART / "crds").glob("*"))
 
 
 def main(argv: list[str]) -> int:
@@ -122,10 +130,9 @@ def main(argv: list[str]) -> int:
         return 2
     files = render(helm)
     if "--write" in argv:
-        for directory in DIRS:
-            for path in (MANIFESTS / directory).glob("*"):
-                if path not in files:
-                    path.unlink()
+        for path in _owned():
+            if path not in files:
+                path.unlink()
         for path, text in files.items():
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_text(text)

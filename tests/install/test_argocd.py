@@ -87,6 +87,60 @@ def test_policy_health(kind: str) -> None:
     )
 
 
+#: a QueueTree as `kai controller` left it on a real API server (examples/gitops applied)
+CONTROLLER_SAMPLE = {
+    "metadata": {"name": "departments", "generation": 1},
+    "status": {
+        "conditions": [
+            {
+                "lastTransitionTime": "2026-12-01T16:15:39Z",
+                "message": "every object is applied and nothing waits to be pruned",
+                "observedGeneration": 1,
+                "reason": "Ready",
+                "status": "True",
+                "type": "Ready",
+            },
+            {
+                "lastTransitionTime": "2026-12-01T16:15:39Z",
+                "message": "kai validate finds no error",
+                "observedGeneration": 1,
+                "reason": "Valid",
+                "status": "False",
+                "type": "Invalid",
+            },
+            {
+                "lastTransitionTime": "2026-12-01T16:15:39Z",
+                "message": "3 objects up to date",
+                "observedGeneration": 1,
+                "reason": "Applied",
+                "status": "True",
+                "type": "Applied",
+            },
+            {
+                "lastTransitionTime": "2026-12-01T16:15:39Z",
+                "message": "nothing waits to be pruned",
+                "observedGeneration": 1,
+                "reason": "NothingBlocked",
+                "status": "False",
+                "type": "PruneBlocked",
+            },
+        ],
+        "objects": [{"apiVersion": "scheduling.run.ai/v2", "kind": "Queue", "name": "platform"}],
+        "observedGeneration": 1,
+    },
+}
+
+
+def test_policy_health_of_a_controller_written_status() -> None:
+    health = _health("resource.customizations.health.gitops.kai.scheduler_QueueTree")
+    assert health(CONTROLLER_SAMPLE) == (
+        "Healthy",
+        "every object is applied and nothing waits to be pruned",
+    )
+    edited = {**CONTROLLER_SAMPLE, "metadata": {"name": "departments", "generation": 2}}
+    assert health(edited)[0] == "Progressing"
+
+
 def test_queue_health() -> None:
     health = _health("resource.customizations.health.scheduling.run.ai_Queue")
     assert health({"metadata": {"name": "q"}, "spec": {}})[0] == "Healthy"

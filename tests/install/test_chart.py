@@ -136,9 +136,7 @@ def test_chart_crds_are_the_generated_ones() -> None:
         if p.name != "kustomization.yaml"
     }
     in_chart = {p.name: p.read_text() for p in (CHART / "crds").glob("*.yaml")}
-    assert in_chart == generated, (
-        "cp manifests/crds/*.yaml (not kustomization.yaml) charts/kai-scheduler/crds/"
-    )
+    assert in_chart == generated, "python tests/install/manifests_from_chart.py --write"
 
 
 @pytest.mark.parametrize(
