@@ -8,6 +8,7 @@ uninstalls leaving nothing but the CRDs."""
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -260,6 +261,31 @@ def test_one_verb_less_fails_visibly(installed: Installed) -> None:
         inst.rbac.patch_cluster_role(role, {"rules": original})
 
 
+def _other_installs_reservation_counts(inst: Installed) -> None:
+    """A GPU reservation pod of the other install (schedulerName kai-scheduler) holds a whole
+    GPU for kai2-scheduler: of 8 pods pinned to an 8-GPU node holding one, 7 bind."""
+    add_fake_nodes(inst.api, ["shared-node"], gpus=GPUS_PER_NODE)
+    reservation = gpu_pod("gpu-reservation-other", "kai-resource-reservation", "kai-scheduler")
+    reservation["spec"]["nodeName"] = "shared-node"
+    reservation["metadata"]["labels"] = {"app": "kai-resource-reservation"}
+    inst.core.create_namespaced_pod("kai-resource-reservation", reservation)
+    for i in range(GPUS_PER_NODE):
+        pod = gpu_pod(f"pinned-{i}", "team-shared", "kai2-scheduler")
+        pod["spec"]["nodeSelector"] = {"kubernetes.io/hostname": "shared-node"}
+        inst.namespace("team-shared")
+        inst.core.create_namespaced_pod("team-shared", pod)
+
+    def bound() -> int:
+        return sum(
+            1 for p in inst.core.list_namespaced_pod("team-shared").items if p.spec.node_name
+        )
+
+    wait(lambda: bound() == GPUS_PER_NODE - 1, 60, "7 pinned pods bound")
+    time.sleep(3)  # several scheduling cycles (period 0.5 s)
+    assert bound() == GPUS_PER_NODE - 1
+    inst.core.delete_namespaced_pod("gpu-reservation-other", "kai-resource-reservation")
+
+
 def test_helm_install_beside_kustomize_upgrade_uninstall(installed: Installed, helm: str) -> None:
     """A second install from the chart (release kai2 in namespace kai2, scheduler name
     kai2-scheduler) does not clash with the kustomize one; its components bind 100 pods as its
@@ -292,6 +318,7 @@ def test_helm_install_beside_kustomize_upgrade_uninstall(installed: Installed, h
             "every component ready",
         )
         _bind_pods(inst, "team-helm", "kai2-scheduler", nodes, 100)
+        _other_installs_reservation_counts(inst)
         logs = running.logs()
     _assert_no_overcommit(inst)
     _assert_no_403(logs)

@@ -231,6 +231,7 @@ class System:
                 recorder,
                 workers=o.binder_workers,
                 is_leader=(lambda: elector.is_leader) if elector else None,
+                scheduler_name=o.scheduler_name,
             ).start()
             self.stoppers.append(self.binder.stop)
             self.informers["binder"] = binformers
