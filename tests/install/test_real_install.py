@@ -1,9 +1,9 @@
-"""kai installed on a real Kubernetes v1.36 API server (``../shared/real-k8s``; skipped where
-absent): ``kubectl apply --server-side -k .``, then the scheduler, binder and pod-grouper run as
-their own ServiceAccounts (bound tokens, as in a pod) and bind 100 GPU pods onto fake nodes with
-no 403 and no over-committed node; a role with one verb less makes its component fail visibly;
-the chart installs beside it in a second namespace under another release name, upgrades, and
-uninstalls leaving nothing but the CRDs."""
+"""kai installed on a real Kubernetes v1.36 API server (``helpers.real_cluster``; skipped
+where this machine has none): ``kubectl apply --server-side -k .``, then the scheduler, binder
+and pod-grouper run as their own ServiceAccounts (bound tokens, as in a pod) and bind 100 GPU
+pods onto fake nodes with no 403 and no over-committed node; a role with one verb less makes its
+component fail visibly; the chart installs beside it in a second namespace under another release
+name, upgrades, and uninstalls leaving nothing but the CRDs."""
 
 from __future__ import annotations
 
@@ -76,7 +76,7 @@ def installed(kubectl: str, tmp_path_factory: pytest.TempPathFactory) -> Iterato
     cannot map a kind whose CRD it has just created); once the CRDs are Established, the
     same command completes."""
     if real_k8s_dir() is None:
-        pytest.skip("no real Kubernetes control plane here (../shared/real-k8s is absent)")
+        pytest.skip("no real Kubernetes control plane on this machine (helpers.real_cluster)")
     workdir = tmp_path_factory.mktemp("install")
     cluster = RealCluster(workdir / "k8s", real_k8s_dir()).start()  # type: ignore[arg-type]
     try:
