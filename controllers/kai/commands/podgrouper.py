@@ -13,9 +13,17 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
     add_live_arguments(parser)
     parser.add_argument("--workers", type=int, default=8, help="pods grouped at once (default: 8)")
+    parser.add_argument(
+        "--queue-label-key",
+        default="kai.scheduler/queue",
+        metavar="KEY",
+        help="label naming a workload's queue (default: kai.scheduler/queue)",
+    )
 
 
 def run(args: argparse.Namespace) -> int:
     from kai.commands.scheduler import run_live
 
-    return run_live(args, "podgrouper", grouper_workers=args.workers)
+    return run_live(
+        args, "podgrouper", grouper_workers=args.workers, queue_label=args.queue_label_key
+    )

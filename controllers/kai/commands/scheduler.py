@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+import threading
 from typing import Any
 
 from kai.commands._logs import add_logging_options, complain, setup_logging
@@ -39,6 +40,11 @@ def add_live_arguments(parser: argparse.ArgumentParser) -> None:
     )
     add_logging_options(parser)
     parser.add_argument(
+        "--namespace",
+        default="kai-scheduler",
+        help="kai's own namespace, where the component's Lease is held (default: kai-scheduler)",
+    )
+    parser.add_argument(
         "--no-leader-election",
         action="store_true",
         help="run without holding the component's Lease (only one replica!)",
@@ -56,10 +62,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--config-map",
-        default="kai-scheduler/kai-scheduler-config",
         metavar="NAMESPACE/NAME",
         help="ConfigMap with the rendered SchedulerPolicy (`kai render`); KAI's defaults "
-        "while it does not exist",
+        "while it does not exist (default: NAMESPACE/kai-scheduler-config, NAMESPACE "
+        "from --namespace)",
     )
     parser.add_argument(
         "--status-period",
@@ -80,29 +86,41 @@ def run_live(args: argparse.Namespace, component: str, **options: Any) -> int:
     opts = SystemOptions(
         scheduler_name=args.scheduler_name,
         leader_election=not args.no_leader_election,
+        lease_namespace=args.namespace,
         components=(component,),
         **options,
     )
     system = System(args.kubeconfig, opts)
-    try:
-        system.start()
-    except ConfigError as exc:
-        complain(f"kai {component}", str(exc), args.log_format)
-        system.stop()
-        return 2
-    except KubeError as exc:
-        complain(f"kai {component}", f"cannot reach the cluster: {exc}", args.log_format)
-        system.stop()
-        return 2
+    started = threading.Event()
+
+    def ready() -> bool:
+        # ready once started and every informer has listed (a 403 on a list keeps it unready)
+        return started.is_set() and all(
+            informer.synced.is_set()
+            for informers in system.informers.values()
+            for informer in informers.informers.values()
+        )
+
     metrics = None
-    if args.metrics_port:
+    if args.metrics_port:  # served from the start: liveness holds while the caches fill
         try:
-            metrics = MetricsServer([system.metrics.registry], args.metrics_port).start()
+            metrics = MetricsServer(
+                [system.metrics.registry], args.metrics_port, ready=ready
+            ).start()
         except OSError as exc:
             message = f"metrics port {args.metrics_port}: {exc.strerror}"
             complain(f"kai {component}", message, args.log_format)
-            system.stop()
             return 2
+    try:
+        system.start()
+    except (ConfigError, KubeError) as exc:
+        what = exc if isinstance(exc, ConfigError) else f"cannot reach the cluster: {exc}"
+        complain(f"kai {component}", str(what), args.log_format)
+        if metrics is not None:
+            metrics.stop()
+        system.stop()
+        return 2
+    started.set()
     try:
         code = wait_for_signal()
     finally:
@@ -112,7 +130,13 @@ def run_live(args: argparse.Namespace, component: str, **options: Any) -> int:
     return code
 
 
+def config_map_of(args: argparse.Namespace) -> str:
+    """``--config-map``, else the ConfigMap ``kai-scheduler-config`` in ``--namespace``."""
+    return str(args.config_map or f"{args.namespace}/kai-scheduler-config")
+
+
 def run(args: argparse.Namespace) -> int:
+    args.config_map = config_map_of(args)
     if "/" not in args.config_map:
         print("kai scheduler: --config-map must be NAMESPACE/NAME", file=sys.stderr)
         return 2

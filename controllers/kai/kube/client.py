@@ -378,6 +378,7 @@ class Kube:
         field_selector: str | None = None,
         timeout_seconds: int = 300,
         on_open: Any = None,
+        namespace: str | None = None,
     ) -> Iterator[dict[str, Any]]:
         """Yield watch events (``{"type", "object"}``) until the server ends the stream.
 
@@ -386,7 +387,7 @@ class Kube:
         """
         import urllib3
 
-        path = res.path(None)
+        path = res.path(namespace)
         response = self._send(
             "GET",
             path,

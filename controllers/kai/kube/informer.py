@@ -44,9 +44,11 @@ class Informer:
         page_size: int = 5000,
         watch_timeout: int = 300,
         name: str | None = None,
+        namespace: str | None = None,
     ) -> None:
         self.kube = kube
         self.resource = resource
+        self.namespace = namespace  # one namespace only (a namespaced Role suffices), or all
         self.label_selector = label_selector
         self.field_selector = field_selector
         self.page_size = page_size
@@ -137,6 +139,7 @@ class Informer:
         while True:
             page = self.kube.list(
                 self.resource,
+                self.namespace,
                 label_selector=self.label_selector,
                 field_selector=self.field_selector,
                 limit=self.page_size,
@@ -186,6 +189,7 @@ class Informer:
                 field_selector=self.field_selector,
                 timeout_seconds=self.watch_timeout,
                 on_open=opened,
+                namespace=self.namespace,
             ):
                 if self._stop.is_set():
                     return

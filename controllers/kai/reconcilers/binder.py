@@ -88,8 +88,11 @@ class Binder:
         reservation_runtime_class: str | None = None,
         gc_period: float = 2.0,
         is_leader: Any = None,
+        scheduler_name: str = "kai-scheduler",
     ) -> None:
         self.kube = kube
+        # the reservation pods carry it: another kai install's scheduler counts their GPU
+        self.scheduler_name = scheduler_name
         self.brs = bind_requests
         self.pods = pods
         self.recorder = recorder
@@ -249,6 +252,14 @@ class Binder:
     def _ensure_namespace(self) -> None:
         if self._namespace_ready:
             return
+        # installed with kai: reading it needs only `get` on this one namespace (RBAC)
+        try:
+            with_retries(lambda: self.kube.get(NAMESPACES, RESERVATION_NAMESPACE))
+            self._namespace_ready = True
+            return
+        except ApiError as exc:
+            if exc.status != 404:
+                raise
         create_if_absent(
             self.kube,
             NAMESPACES,
@@ -274,7 +285,7 @@ class Binder:
                     },
                     "spec": {
                         "nodeName": node,
-                        "schedulerName": "kai-scheduler",
+                        "schedulerName": self.scheduler_name,
                         "terminationGracePeriodSeconds": 0,
                         "tolerations": [{"operator": "Exists"}],
                         "containers": [
@@ -351,7 +362,8 @@ class Binder:
             labels = md.get("labels") or {}
             node = (pod.get("spec") or {}).get("nodeName") or ""
             if md.get("namespace") == RESERVATION_NAMESPACE:
-                reservations.append(pod)
+                if (pod.get("spec") or {}).get("schedulerName") == self.scheduler_name:
+                    reservations.append(pod)  # another install's are not ours to collect
                 continue
             if (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed"):
                 continue

@@ -58,16 +58,19 @@ def _annotations(obj: dict[str, Any]) -> dict[str, str]:
     return dict((obj.get("metadata") or {}).get("annotations") or {})
 
 
-def podgroup_for(pod: dict[str, Any], owner: dict[str, Any] | None) -> dict[str, Any]:
-    """The PodGroup a pod belongs to (``owner`` = its top owner object, None for a bare pod)."""
+def podgroup_for(
+    pod: dict[str, Any], owner: dict[str, Any] | None, queue_label: str = QUEUE_LABEL
+) -> dict[str, Any]:
+    """The PodGroup a pod belongs to (``owner`` = its top owner object, None for a bare pod;
+    ``queue_label`` = the label naming the queue, KAI's ``queueLabelKey``)."""
     pmd = pod["metadata"]
     top = owner if owner is not None else pod
     tmd = top["metadata"]
     top_labels, pod_labels = _labels(top), _labels(pod)
     name = f"pg-{tmd['name']}-{tmd['uid']}"
     queue = (
-        top_labels.get(QUEUE_LABEL)
-        or pod_labels.get(QUEUE_LABEL)
+        top_labels.get(queue_label)
+        or pod_labels.get(queue_label)
         or top_labels.get("project")
         or pod_labels.get("project")
         or DEFAULT_QUEUE
@@ -126,7 +129,7 @@ def podgroup_for(pod: dict[str, Any], owner: dict[str, Any] | None) -> dict[str,
         "metadata": {
             "name": name[:253],
             "namespace": pmd["namespace"],
-            "labels": {QUEUE_LABEL: queue},
+            "labels": {queue_label: queue},
             "annotations": {TOP_OWNER_METADATA: owner_md},
             "ownerReferences": [
                 {
@@ -155,8 +158,10 @@ class PodGrouper:
         scheduler_name: str = "kai-scheduler",
         workers: int = 8,
         is_leader: Any = None,
+        queue_label: str = QUEUE_LABEL,
     ) -> None:
         self.kube = kube
+        self.queue_label = queue_label
         self.pods = pods
         self.jobs = jobs
         self.podgroups = podgroups
@@ -248,7 +253,7 @@ class PodGrouper:
                     "metadata": {"name": ref.get("name"), "uid": ref.get("uid")},
                 }
         try:
-            desired = podgroup_for(pod, owner)
+            desired = podgroup_for(pod, owner, self.queue_label)
         except GroupingError as exc:
             self._warn(pod, f"no PodGroup created: {exc}")
             return True

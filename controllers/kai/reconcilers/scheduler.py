@@ -100,7 +100,8 @@ def make_informers(kube: Kube, scheduler_name: str, config_map: str = CONFIG_MAP
     informers.add(
         "config",
         CONFIGMAPS,
-        field_selector=f"metadata.namespace={namespace},metadata.name={name}",
+        namespace=namespace,  # a Role in that namespace is enough to read it
+        field_selector=f"metadata.name={name}",
     )
     informers.add("pods", PODS)
     informers.add("nodes", NODES)

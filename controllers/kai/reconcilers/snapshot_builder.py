@@ -717,8 +717,9 @@ class SnapshotBuilder:
             uid = str(md.get("uid") or "")
             seen_uids.add(uid)
             ours = spec.get("schedulerName") == self.scheduler_name
-            if ns == RESERVATION_NAMESPACE:
-                continue  # GPU reservations: their GPU is the shared group's device
+            if ns == RESERVATION_NAMESPACE and ours:
+                continue  # our GPU reservations: their GPU is the shared group's device
+            # (another scheduler's reservation pods hold a whole GPU, like any foreign pod)
             if not ours:
                 if spec.get("nodeName"):
                     try:

@@ -139,6 +139,7 @@ class SystemOptions:
     kubelet_termination_delay: float = 0.0
     binder_workers: int = 16
     grouper_workers: int = 8
+    queue_label: str = "kai.scheduler/queue"  # the pod-grouper's queue label key
     components: tuple[str, ...] = ("scheduler", "binder", "podgrouper", "nodes")
     config_map: str = "kai-scheduler/kai-scheduler-config"  # rendered scheduler settings
     extra: dict[str, Any] = field(default_factory=dict)
@@ -230,6 +231,7 @@ class System:
                 recorder,
                 workers=o.binder_workers,
                 is_leader=(lambda: elector.is_leader) if elector else None,
+                scheduler_name=o.scheduler_name,
             ).start()
             self.stoppers.append(self.binder.stop)
             self.informers["binder"] = binformers
@@ -254,6 +256,7 @@ class System:
                 recorder,
                 scheduler_name=o.scheduler_name,
                 workers=o.grouper_workers,
+                queue_label=o.queue_label,
             ).start()
             self.stoppers.append(self.grouper.stop)
             self.informers["podgrouper"] = ginformers
