@@ -40,7 +40,7 @@ from kai.scheduler.victims import (
 
 if TYPE_CHECKING:
     from kai.scheduler.fairshare.queue_order import QueueOrderKey
-    from kai.scheduler.placement import EqClass
+    from kai.scheduler.placement import EqClass, PlacementEngine
     from kai.scheduler.session import Session
 
 #: attempt(session, job, tasks, request, context) -> True when the search failed in a way every
@@ -312,13 +312,13 @@ def _placement_likeness(
 ) -> tuple[object, ...] | None:
     """What a placement attempt of ``tasks`` (``VictimSolver._place``) depends on besides the
     cluster, for the simple jobs where this is easy to state exactly: one PodSet, no topology
-    constraint, no pod (anti-)affinity anywhere in the session. Then it is the queue capacity
+    constraint, no task filter (pod affinity) active in the session. Then it is the queue capacity
     check (queue, preemptibility, the tasks' requests), each task's placement class (which
     covers its request and node constraints) in order, and the gang counters. None for other
     jobs (not shared)."""
     from kai.scheduler.topology_placement import constrained
 
-    if session.uses_pod_affinity or len(job.podsets) != 1 or constrained(job):
+    if session.engine.per_task_filters or len(job.podsets) != 1 or constrained(job):
         return None
     (podset,) = job.podsets.values()
     engine = session.engine
@@ -356,12 +356,15 @@ def _kind(
     scheduling signatures, requests are left out of the kind: a job of the same kind whose every
     task is at least as large as a failed job's (task by task, largest first) fails too. With
     several constraint sets in one job, sizes must match exactly."""
-    constraints = sorted({_constraints(t) for t in tasks}, key=repr)
+    constraints = sorted({_constraints(session.engine, t) for t in tasks}, key=repr)
     needs = sorted((session.capacity_vector(t.spec) for t in tasks), reverse=True)
     exact: tuple[object, ...] = ()
     if len(constraints) > 1:
         exact = tuple(
-            sorted((repr(_constraints(t)), session.capacity_vector(t.spec)) for t in tasks)
+            sorted(
+                (repr(_constraints(session.engine, t)), session.capacity_vector(t.spec))
+                for t in tasks
+            )
         )
     kind = (
         job.queue,
@@ -374,9 +377,10 @@ def _kind(
     return kind, needs
 
 
-def _constraints(task: TaskInfo) -> tuple[object, ...]:
+def _constraints(engine: PlacementEngine, task: TaskInfo) -> tuple[object, ...]:
     spec = task.spec
     return (
+        engine.constraint_key(spec),  # what the registry's filters and scorers read
         task.podset.name,
         spec.gpu.is_shared,
         spec.gpu.mig,
