@@ -23,6 +23,9 @@ every filter, per changed row, in :mod:`kai.scheduler.placement`.
 A :class:`NodeScorer` returns a score per node (a float vector, multiplied by its weight, or a
 boolean vector, worth its weight where true); the scores are summed in registry order and the
 best node is the ``argmax`` (ties to the lowest node name).
+
+:attr:`Registry.job_order` is the one job order of every action and of the stability replay;
+:attr:`Registry.on_commit` hooks run after every commit.
 """
 
 from __future__ import annotations
@@ -35,20 +38,24 @@ import numpy as np
 import numpy.typing as npt
 
 from kai.api.scheduler_config import SchedulerConfig
+from kai.scheduler.ordering import job_order_key
 from kai.scheduler.predicates import INSUFFICIENT_SHARED, TOO_MANY_PODS, LabelIndex
 from kai.scheduler.resource_layout import PODS, BoolArray, FloatArray
 from kai.scheduler.snapshot import TaskSpec
 
 if TYPE_CHECKING:
-    from kai.scheduler.jobs import TaskInfo
+    from kai.scheduler.jobs import JobInfo, TaskInfo
     from kai.scheduler.nodes import NodeTable
     from kai.scheduler.session import Session
+    from kai.scheduler.statement import Operation
 
 __all__ = [
     "ClassView",
+    "CommitHook",
     "DomainFilter",
     "Filter",
     "FilterMasks",
+    "JobOrder",
     "NodeFilter",
     "NodeScorer",
     "NodeView",
@@ -167,6 +174,20 @@ class NodeScorer:
     enabled: Callable[[SchedulerConfig], bool] = _always
 
 
+#: the job order: one sort key per job, smaller first; keys must be unique (end with the uid)
+JobOrder = Callable[["JobInfo"], tuple[object, ...]]
+
+
+@dataclass(frozen=True)
+class CommitHook:
+    """Runs after a statement's operations became decisions (``Statement.commit``), with those
+    operations, in commit order; not on rollback or discard. It may read the session and keep
+    its own state; it must not change placements."""
+
+    name: str
+    run: Callable[[Session, Sequence[Operation]], None]
+
+
 def resource_reason(column: str) -> str:
     return f"insufficient {column}"
 
@@ -178,9 +199,11 @@ class Registry:
 
     filters: tuple[Filter, ...]
     scorers: tuple[NodeScorer, ...]
+    job_order: JobOrder = job_order_key
+    on_commit: tuple[CommitHook, ...] = ()
 
     def __post_init__(self) -> None:
-        names = [p.name for p in (*self.filters, *self.scorers)]
+        names = [p.name for p in (*self.filters, *self.scorers, *self.on_commit)]
         twice = sorted({n for n in names if names.count(n) > 1})
         if twice:
             raise ValueError(f"plugin registry: plugin name(s) listed twice: {', '.join(twice)}")
@@ -211,8 +234,11 @@ class Registry:
         scorers.insert(self._position(scorers, before), plugin)
         return replace(self, scorers=tuple(scorers))
 
+    def with_commit_hook(self, hook: CommitHook) -> Registry:
+        return replace(self, on_commit=(*self.on_commit, hook))
+
     def without(self, *names: str) -> Registry:
-        known = {p.name for p in (*self.filters, *self.scorers)}
+        known = {p.name for p in (*self.filters, *self.scorers, *self.on_commit)}
         unknown = sorted(set(names) - known)
         if unknown:
             raise ValueError(f"plugin registry: no plugin named {', '.join(unknown)}")
@@ -220,6 +246,7 @@ class Registry:
             self,
             filters=tuple(f for f in self.filters if f.name not in names),
             scorers=tuple(s for s in self.scorers if s.name not in names),
+            on_commit=tuple(h for h in self.on_commit if h.name not in names),
         )
 
     def for_config(self, config: SchedulerConfig) -> Registry:

@@ -23,6 +23,7 @@ from kai.scheduler.victims import next_request
 
 if TYPE_CHECKING:
     from kai.scheduler.fairshare.queue_order import QueueOrderKey
+    from kai.scheduler.framework import JobOrder
     from kai.scheduler.queues import QueueInfo
     from kai.scheduler.session import Session
 
@@ -56,8 +57,7 @@ class ReplayOrder:
 
     def refresh(self) -> dict[str, list[Entry]]:
         """Bring the entry lists up to date with the session; returns them (do not modify)."""
-        from kai.scheduler.ordering import job_order_key
-
+        job_order = self.session.registry.job_order
         seen = self._seen
         changes = self.session.job_changes
         if self._position < 0:
@@ -75,7 +75,7 @@ class ReplayOrder:
                 del entries[bisect.bisect_left(entries, old)]
             if job.pending > 0 and job.queue_ok and job.ready:
                 self._seq += 1
-                entry = (job_order_key(job), self._seq, job)
+                entry = (job_order(job), self._seq, job)
                 bisect.insort(self._leaves.setdefault(job.queue, []), entry)
                 self._entries[id(job)] = entry
         return self._leaves
@@ -149,18 +149,17 @@ def _allocate_order(
     session: Session, involved: list[TaskInfo], cache: ReplayOrder, keys: _QueueKeys
 ) -> JobsOrderByQueues | _LeafOrder:
     """The next cycle's allocate order, reduced to what decides the contenders' turns."""
-    from kai.scheduler.ordering import job_order_key
-
+    job_order = session.registry.job_order
     leaves = {t.job.queue for t in involved}
     if len(leaves) == 1:
         # Every contender in one leaf queue: whatever the other queues do, that leaf's jobs
         # come out in its own heap order, and only contenders are placed, so the contenders
         # alone in job order give the same sequence of placements.
-        return _LeafOrder({id(t.job): t.job for t in involved}.values())
+        return _LeafOrder({id(t.job): t.job for t in involved}.values(), job_order)
     # Likewise, the jobs under the contenders' lowest common ancestor queue come out in an
     # order that the queues outside it only delay: the replay can stay inside it.
     roots, presorted = _subtree(session, leaves, cache.refresh())
-    return JobsOrderByQueues(roots, (), keys, job_order_key, cache.request, presorted=presorted)
+    return JobsOrderByQueues(roots, (), keys, job_order, cache.request, presorted=presorted)
 
 
 def _replay(
@@ -229,10 +228,8 @@ def _subtree(
 class _LeafOrder:
     """The allocate order of the contenders of one leaf queue (see ``replay_places``)."""
 
-    def __init__(self, jobs: Iterable[JobInfo]) -> None:
-        from kai.scheduler.ordering import job_order_key
-
-        self._key = job_order_key
+    def __init__(self, jobs: Iterable[JobInfo], job_order: JobOrder) -> None:
+        self._key = job_order
         self._seq = 0
         self._heap: list[Entry] = []
         for job in jobs:

@@ -279,6 +279,13 @@ class Session:
             for group in groups:
                 self.nodes.charge_shared(node, group, memory, status, sign)
 
+    def commit(self, operations: list[Operation]) -> None:
+        """Record a statement's surviving operations as decisions, then run the registry's
+        on-commit hooks with them."""
+        self.committed.extend(operations)
+        for hook in self.registry.on_commit:
+            hook.run(self, operations)
+
     # ------------------------------------------------------------------ queries
     def set_reason(self, job: JobInfo, reason: Reason) -> None:
         self.job_reasons[job.uid] = [reason]

@@ -262,3 +262,45 @@ def test_place_job_failure_leaves_the_statement_as_it_was() -> None:
             assert "1 fit before task 'j-1'" in reason.message
         else:
             assert reason is NO_FIT
+
+
+# ------------------------------------------------------------------ job order and commit hooks
+def test_the_registry_job_order_is_the_order_of_allocate() -> None:
+    """Two one-GPU jobs, one GPU: the default order (older first) and a registry that serves
+    the younger job first."""
+    from dataclasses import replace
+
+    from kai.scheduler.jobs import JobInfo
+
+    def younger_first(job_info: JobInfo) -> tuple[object, ...]:
+        return (-job_info.spec.created_at, job_info.uid)
+
+    snap = cluster(
+        [node("n0", gpus=1)], [job("old", [task("old-0")], age=9), job("new", [task("new-0")])]
+    )
+    assert statuses(run_session(snap))["old-0"] == ("Binding", "n0")
+    registry = replace(DEFAULT_REGISTRY, job_order=younger_first)
+    got = statuses(run_session(snap, registry=registry))
+    assert got["new-0"] == ("Binding", "n0")
+    assert got["old-0"] == ("Pending", None)
+
+
+def test_commit_hooks_see_every_committed_operation_once() -> None:
+    from collections.abc import Sequence
+
+    from kai.scheduler.framework import CommitHook
+    from kai.scheduler.statement import Operation
+
+    seen: list[tuple[str, str, str]] = []
+
+    def record(session: Session, operations: Sequence[Operation]) -> None:
+        seen.extend((op.kind, op.task.uid, op.action) for op in operations)
+
+    registry = DEFAULT_REGISTRY.with_commit_hook(CommitHook("record", record))
+    result = run_session(_reclaim_case(), ["reclaim"], registry=registry)
+    evicted = {uid for uid, out in result.tasks.items() if out.status.value == "Releasing"}
+    pipelined = {uid for uid, out in result.tasks.items() if out.status.value == "Pipelined"}
+    assert {uid for kind, uid, _ in seen if kind == "evict"} == evicted
+    assert {uid for kind, uid, _ in seen if kind == "pipeline"} == pipelined
+    assert len(seen) == len(evicted) + len(pipelined) == 8  # probes rolled back are not seen
+    assert {action for _, _, action in seen} == {"reclaim"}

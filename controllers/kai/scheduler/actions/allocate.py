@@ -17,7 +17,6 @@ from kai.scheduler.gang import tasks_to_allocate
 from kai.scheduler.job_placement import PlaceMode, place_job
 from kai.scheduler.job_queue import JobsOrderByQueues
 from kai.scheduler.jobs import JobInfo, TaskInfo, unreachable_sets
-from kai.scheduler.ordering import job_order_key
 from kai.scheduler.result import Reason
 from kai.scheduler.statement import Statement
 
@@ -38,10 +37,11 @@ def allocate(session: Session) -> None:
             continue
         candidates.append(job)
     requests: dict[str, Vector] = {}
+    job_order = session.registry.job_order
 
     def key(job: JobInfo) -> tuple[object, ...]:
         requests.pop(job.uid, None)  # the job changed: its next request is computed again
-        return job_order_key(job)
+        return job_order(job)
 
     def request(job: JobInfo) -> Vector:
         # only needed for a leaf's best job, so computed lazily
