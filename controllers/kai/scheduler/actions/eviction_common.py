@@ -19,7 +19,6 @@ from kai.scheduler.fairshare.resources import Vector
 from kai.scheduler.gang import tasks_to_allocate
 from kai.scheduler.job_queue import JobsOrderByQueues
 from kai.scheduler.jobs import JobInfo, TaskInfo
-from kai.scheduler.ordering import job_order_key
 from kai.scheduler.replay import ReplayOrder
 from kai.scheduler.resource_layout import GPU, FloatArray
 from kai.scheduler.result import Reason
@@ -265,10 +264,11 @@ def run_jobs(
     if not jobs:
         return
     requests: dict[str, Vector] = {}
+    job_order = session.registry.job_order
 
     def key(job: JobInfo) -> tuple[object, ...]:
         requests[job.uid] = next_request(session, job)
-        return job_order_key(job)
+        return job_order(job)
 
     # a queue's order key is a function of its request and the allocations, which only a
     # commit changes (searches roll back what they tried): shared until the next commit
