@@ -25,7 +25,8 @@ boolean vector, worth its weight where true); the scores are summed in registry 
 best node is the ``argmax`` (ties to the lowest node name).
 
 :attr:`Registry.job_order` is the one job order of every action and of the stability replay;
-:attr:`Registry.on_commit` hooks run after every commit.
+:attr:`Registry.on_commit` hooks run after every commit; :attr:`Registry.victim_checks` say
+which jobs the victim actions may take from at all.
 """
 
 from __future__ import annotations
@@ -63,6 +64,7 @@ __all__ = [
     "RowScore",
     "ScoreRows",
     "TaskFilter",
+    "VictimCheck",
 ]
 
 IndexArray = npt.NDArray[np.intp]
@@ -188,6 +190,18 @@ class CommitHook:
     run: Callable[[Session, Sequence[Operation]], None]
 
 
+@dataclass(frozen=True)
+class VictimCheck:
+    """May a job be a victim of reclaim, preempt and consolidation at all (the victim side of
+    KAI's preemptable / reclaimable callbacks)? ``allows(session, job)`` is asked after the
+    job's own preemptibility, once per action run, so it may read the job's spec and the
+    snapshot but not placements. Stale-gang eviction does not ask (a stale gang is evicted
+    whatever its kind)."""
+
+    name: str
+    allows: Callable[[Session, JobInfo], bool]
+
+
 def resource_reason(column: str) -> str:
     return f"insufficient {column}"
 
@@ -201,9 +215,10 @@ class Registry:
     scorers: tuple[NodeScorer, ...]
     job_order: JobOrder = job_order_key
     on_commit: tuple[CommitHook, ...] = ()
+    victim_checks: tuple[VictimCheck, ...] = ()
 
     def __post_init__(self) -> None:
-        names = [p.name for p in (*self.filters, *self.scorers, *self.on_commit)]
+        names = [p.name for p in self._named()]
         twice = sorted({n for n in names if names.count(n) > 1})
         if twice:
             raise ValueError(f"plugin registry: plugin name(s) listed twice: {', '.join(twice)}")
@@ -237,8 +252,14 @@ class Registry:
     def with_commit_hook(self, hook: CommitHook) -> Registry:
         return replace(self, on_commit=(*self.on_commit, hook))
 
+    def with_victim_check(self, check: VictimCheck) -> Registry:
+        return replace(self, victim_checks=(*self.victim_checks, check))
+
+    def _named(self) -> tuple[Filter | NodeScorer | CommitHook | VictimCheck, ...]:
+        return (*self.filters, *self.scorers, *self.on_commit, *self.victim_checks)
+
     def without(self, *names: str) -> Registry:
-        known = {p.name for p in (*self.filters, *self.scorers, *self.on_commit)}
+        known = {p.name for p in self._named()}
         unknown = sorted(set(names) - known)
         if unknown:
             raise ValueError(f"plugin registry: no plugin named {', '.join(unknown)}")
@@ -247,6 +268,7 @@ class Registry:
             filters=tuple(f for f in self.filters if f.name not in names),
             scorers=tuple(s for s in self.scorers if s.name not in names),
             on_commit=tuple(h for h in self.on_commit if h.name not in names),
+            victim_checks=tuple(c for c in self.victim_checks if c.name not in names),
         )
 
     def for_config(self, config: SchedulerConfig) -> Registry:
@@ -278,6 +300,10 @@ class Registry:
     @property
     def domain(self) -> DomainFilter:
         return next(f for f in self.filters if isinstance(f, DomainFilter))
+
+    def may_be_victim(self, session: Session, job: JobInfo) -> bool:
+        """Every victim check allows ``job`` as a victim."""
+        return all(check.allows(session, job) for check in self.victim_checks)
 
     def reason_names(self, columns: Sequence[str]) -> list[str]:
         """Every reason a node can be charged to, indexed by failure code (0: none): the
