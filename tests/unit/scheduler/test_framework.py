@@ -304,3 +304,24 @@ def test_commit_hooks_see_every_committed_operation_once() -> None:
     assert {uid for kind, uid, _ in seen if kind == "pipeline"} == pipelined
     assert len(seen) == len(evicted) + len(pipelined) == 8  # probes rolled back are not seen
     assert {action for _, _, action in seen} == {"reclaim"}
+
+
+def test_a_victim_check_keeps_jobs_out_of_every_victim_search() -> None:
+    from kai.scheduler.framework import VictimCheck
+    from kai.scheduler.jobs import JobInfo
+
+    def not_protected(session: Session, job_info: JobInfo) -> bool:
+        return job_info.spec.namespace != "protected"
+
+    snap = _reclaim_case()
+    next(j for j in snap.jobs if j.uid == "v0").namespace = "protected"
+    registry = DEFAULT_REGISTRY.with_victim_check(VictimCheck("protected", not_protected))
+    got = statuses(run_session(snap, ["reclaim"], registry=registry))
+    assert {got[f"v0-{i}"][0] for i in range(4)} == {"Running"}
+    assert {got[f"v1-{i}"][0] for i in range(4)} == {"Releasing"}
+    assert {got[f"r-{i}"] for i in range(4)} == {("Pipelined", "n1")}
+    # preempt asks the same check: a higher-priority job of queue b cannot take v0 either
+    snap.jobs.append(job("hi", [task(f"hi-{i}") for i in range(4)], queue_name="b", priority=90))
+    got = statuses(run_session(snap, ["preempt"], registry=registry))
+    assert {got[f"v0-{i}"][0] for i in range(4)} == {"Running"}
+    assert {got[f"hi-{i}"] for i in range(4)} == {("Pipelined", "n1")}

@@ -75,8 +75,8 @@ class Context:
         self._position = 0  # how far session.job_changes was read for _holding
 
     def preemptible_jobs(self) -> list[JobInfo]:
-        """Jobs that may be victims at all: preemptible, in a known queue, holding something
-        (in session order)."""
+        """Jobs that may be victims at all: preemptible, in a known queue, allowed by the
+        registry's victim checks, holding something (in session order)."""
         holding = self._follow()
         if self._victims is None:
             self._victims = [j for j in self._base if holding[id(j)]]
@@ -99,7 +99,12 @@ class Context:
         session = self.session
         changes = session.job_changes
         if self._holding is None:
-            self._base = [j for j in session.jobs if j.preemptible and j.queue_ok]
+            may_be_victim = session.registry.may_be_victim
+            self._base = [
+                j
+                for j in session.jobs
+                if j.preemptible and j.queue_ok and may_be_victim(session, j)
+            ]
             self._base_by_queue = {}
             for job in self._base:
                 self._base_by_queue.setdefault(job.queue, []).append(job)
