@@ -261,7 +261,7 @@ class PlacementEngine:
 
     def constraint_key(self, spec: TaskSpec) -> tuple[object, ...]:
         """What the node filters and scorers read of ``spec`` (sizes left out)."""
-        return tuple(part(spec) for part in self._key_parts)
+        return tuple([part(spec) for part in self._key_parts])
 
     def class_of(self, task: TaskInfo) -> EqClass:
         if task.signature >= 0:

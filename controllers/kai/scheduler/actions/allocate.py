@@ -79,8 +79,7 @@ def _request(session: Session, tasks: list[TaskInfo]) -> Vector:
 def _allocate_job(session: Session, job: JobInfo, tasks: list[TaskInfo]) -> bool:
     statement = Statement(session, ACTION)
     failure = place_job(session, job, tasks, statement, PlaceMode.ALLOCATE)
-    if failure is not None:
-        statement.discard()
+    if failure is not None:  # the statement is back where it started: empty
         session.set_reason(job, failure)
         return False
     statement.commit()

@@ -14,7 +14,6 @@ from kai.scheduler.predicates import (
     SHARING_MODE_NOT_ALLOWED,
     gpu_type_masks,
 )
-from kai.scheduler.sharing_modes import sharing_mode
 from kai.scheduler.snapshot import TaskSpec
 
 
@@ -23,7 +22,9 @@ def _masks(view: NodeView, spec: TaskSpec) -> FilterMasks:
 
 
 def _key(spec: TaskSpec) -> Hashable:
-    return (spec.gpu.is_mig, spec.gpu.is_shared, sharing_mode(spec))
+    # decides is_mig, is_shared and the sharing mode, all the masks read of the spec
+    gpu = spec.gpu
+    return (gpu.fraction is not None, gpu.memory_mib is not None, bool(gpu.mig))
 
 
 GPU_RULES = NodeFilter(
