@@ -1,6 +1,7 @@
-"""Choosing a node (and shared devices) for a task.
+"""Choosing a node (and shared devices) for a task, through the session's plugin registry.
 
-Tasks with the same request and constraints form an equivalence class. A class keeps, for every
+Tasks with the same request and constraints (what the registry's node filters and scorers read
+of them) form an equivalence class. A class keeps, for every
 node, whether the task fits now and after releases, and its score; between two uses only the
 nodes touched in between (:attr:`NodeTable.touched`) are recomputed. The best node is the
 ``argmax`` of the class's key array (score, or -inf where the task cannot go); nodes are in name
@@ -14,11 +15,18 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from kai.scheduler import predicates, scoring
+from kai.scheduler import predicates
+from kai.scheduler.framework import (
+    ClassView,
+    NodeView,
+    Registry,
+    RowScore,
+    ScoreRows,
+    resource_reason,
+)
 from kai.scheduler.gpu_sharing import choose_devices, new_device_id
 from kai.scheduler.jobs import TaskInfo
-from kai.scheduler.pod_affinity import affinity_masks
-from kai.scheduler.resource_layout import CPU, EPS, GPU, PODS, BoolArray, FloatArray
+from kai.scheduler.resource_layout import EPS, GPU, PODS, BoolArray, FloatArray
 from kai.scheduler.snapshot import TaskSpec
 
 if TYPE_CHECKING:
@@ -44,18 +52,6 @@ def shared_memory(spec: TaskSpec, device_memory: float) -> float:
     return round(fraction * device_memory, 6)
 
 
-def class_key(spec: TaskSpec, request: FloatArray) -> tuple[object, ...]:
-    """What a class's arrays depend on. Labels and pod (anti-)affinity terms are not part of it:
-    their masks depend on where other tasks are and are applied per task on top of the class."""
-    return (
-        request.tobytes(),
-        spec.gpu,
-        tuple(sorted(spec.node_selector.items())),
-        spec.node_affinity,
-        spec.tolerations,
-    )
-
-
 class EqClass:
     """Cached fit and score of one kind of task against every node."""
 
@@ -72,38 +68,32 @@ class EqClass:
         self.num_devices = spec.gpu.num_devices
         self.uses_gpu = spec.gpu.whole > 0 or self.shared or spec.gpu.is_mig
         size = len(nodes)
-        self.taint = predicates.taint_mask(nodes, spec.tolerations)
-        self.affinity = predicates.affinity_mask(
-            engine.labels, spec.node_selector, spec.node_affinity, size
-        )
-        self.gpu_type = predicates.gpu_type_masks(nodes, spec)
-        static = nodes.schedulable & self.taint & self.affinity
-        for _, mask in self.gpu_type:
-            static = static & mask
-        self.static: BoolArray = static
-        # Why a node cannot take the task: an index into ``reason_names`` (0 = it can), the
-        # first failing filter in predicate order. Static filters are coded once here, resource
-        # filters per row in _recompute, so an explanation is one bincount.
-        self.reason_names: list[str] = [""]
+        # The registry's node filters, in order: ``static`` is where all of them pass;
+        # ``static_code`` the first one each node fails (a failure code, 0 = none), so that with
+        # the resource codes of _recompute an explanation is one bincount.
+        codes = engine.codes
+        static = np.ones(size, dtype=bool)
         static_code = np.zeros(size, dtype=np.int16)
-        static_checks = [
-            (predicates.NOT_READY, nodes.ready),
-            (predicates.UNSCHEDULABLE, nodes.schedulable),
-            (predicates.TAINT, self.taint),
-            (predicates.NODE_AFFINITY, self.affinity),
-            *self.gpu_type,
-        ]
-        for name, ok in static_checks:
-            static_code = np.where((static_code == 0) & ~ok, self._code(name), static_code)
+        for plugin in engine.registry.node_filters:
+            for reason, ok in plugin.masks(engine.view, spec):
+                code = codes.get(reason)
+                if code is None or reason not in plugin.reasons:
+                    raise ValueError(
+                        f"filter plugin {plugin.name!r} returned the reason {reason!r}, which it "
+                        f"does not declare (declared: {', '.join(plugin.reasons)})"
+                    )
+                static = static & ok
+                static_code = np.where((static_code == 0) & ~ok, code, static_code)
+        self.static: BoolArray = static
         self.static_code = static_code
         layout = nodes.layout
         self.resource_codes = [
-            (int(col), self._code(f"insufficient {layout.names[col]}"))
+            (int(col), codes[resource_reason(layout.names[col])])
             for col in self.columns
             if col != PODS
         ]
-        self.pods_code = self._code(predicates.TOO_MANY_PODS)
-        self.shared_code = self._code(predicates.INSUFFICIENT_SHARED)
+        self.pods_code = codes[predicates.TOO_MANY_PODS]
+        self.shared_code = codes[predicates.INSUFFICIENT_SHARED]
         self.reason_code = static_code.copy()
         if self.shared and spec.gpu.memory_mib is not None:
             self.memory: FloatArray = np.full(size, float(spec.gpu.memory_mib))
@@ -112,17 +102,12 @@ class EqClass:
             self.memory = np.round(fraction * nodes.gpu_memory, 6)
         else:
             self.memory = np.zeros(size)
-        config = session.config
-        if self.uses_gpu:
-            self.strategy = config.placement_gpu
-            self.score_column = GPU
-        else:
-            self.strategy = config.placement_cpu
-            self.score_column = CPU
-        self.sharing_bonus = self.shared and config.placement_gpu == "binpack"
-        self.type_bonus = (
-            np.where(nodes.cpu_only, scoring.RESOURCE_TYPE, 0.0) if not self.uses_gpu else None
-        )
+        view = ClassView(nodes, session.config, spec, task.request, self.uses_gpu, self.shared)
+        self.scorers: list[tuple[float, RowScore]] = []
+        for scorer in engine.registry.scorers:
+            row_score = scorer.prepare(view)
+            if row_score is not None:
+                self.scorers.append((scorer.weight, row_score))
         self.fits_future: BoolArray = np.zeros(size, dtype=bool)
         self.fits_now: BoolArray = np.zeros(size, dtype=bool)
         self.key: FloatArray = np.full(size, NEG_INF)
@@ -155,21 +140,19 @@ class EqClass:
         need = self.request[cols] - EPS
         fut_ok = (future[:, cols] >= need).all(axis=1)
         now_ok = fut_ok & (idle[:, cols] >= need).all(axis=1)
-        bonus = np.zeros(len(rows))
+        shared_room = None
         if self.shared:
-            fut_ok, now_ok, dev_future = self._shared_fit(rows, idle, future, fut_ok, now_ok)
-            if self.sharing_bonus:
-                bonus += np.where(dev_future, scoring.GPU_SHARING, 0.0)
-        col = self.score_column
-        bonus += scoring.placement(
-            self.strategy,
-            future[:, col],
-            nodes.allocatable[rows, col],
-            float(nodes.max_capacity[col]) if len(nodes) else 0.0,
-        )
-        bonus += np.where(now_ok, scoring.AVAILABILITY, 0.0)
-        if self.type_bonus is not None:
-            bonus += self.type_bonus[rows]
+            fut_ok, now_ok, shared_room = self._shared_fit(rows, idle, future, fut_ok, now_ok)
+        state = ScoreRows(rows, idle, future, now_ok, shared_room)
+        bonus = np.zeros(len(rows))
+        for weight, row_score in self.scorers:
+            score = row_score(state)
+            if score.dtype == np.bool_:
+                bonus += np.where(score, weight, 0.0)
+            elif weight == 1.0:
+                bonus += score
+            else:
+                bonus += weight * score
         self.fits_future[rows] = fut_ok
         self.fits_now[rows] = now_ok
         self.key[rows] = np.where(fut_ok & self.static[rows], bonus, NEG_INF)
@@ -181,11 +164,6 @@ class EqClass:
         if self.shared:
             code = np.where((code == 0) & ~fut_ok, self.shared_code, code)
         self.reason_code[rows] = code
-
-    def _code(self, name: str) -> int:
-        if name not in self.reason_names:
-            self.reason_names.append(name)
-        return self.reason_names.index(name)
 
     def _shared_fit(
         self,
@@ -231,68 +209,64 @@ class EqClass:
         return fut_ok & multi_future, now_ok & multi_now, dev_future
 
     # ------------------------------------------------------------------ explanation
-    def explain(
-        self, allowed: BoolArray | None, affinity: tuple[BoolArray, BoolArray] | None
-    ) -> dict[str, int]:
-        nodes = self.engine.session.nodes
+    def explain(self, restrictions: list[tuple[int, BoolArray]]) -> dict[str, int]:
+        """Nodes per reason: each node charged to the first filter it fails, in registry order.
+        ``restrictions`` are (failure code, mask) pairs of the filters not cached in the class
+        (the caller's domain, task filters), in increasing code order."""
         self.sync()
-        if allowed is None and affinity is None:
+        names = self.engine.reason_names
+        if not restrictions:
             if self._explained[0] == self.synced:
                 return self._explained[1]
-            counts_by_code = np.bincount(self.reason_code, minlength=len(self.reason_names))
-            summary = {
-                self.reason_names[code]: int(n)
-                for code, n in enumerate(counts_by_code)
-                if code > 0 and n > 0
-            }
+            code = self.reason_code
+        else:
+            code = self.reason_code.copy()
+            for restriction, ok in restrictions:
+                # a node failing this filter is charged to it unless it failed an earlier one
+                code = np.where(~ok & ((code == 0) | (code > restriction)), restriction, code)
+        counts_by_code = np.bincount(code, minlength=len(names))
+        summary = {names[c]: int(n) for c, n in enumerate(counts_by_code) if c > 0 and n > 0}
+        if not restrictions:
             self._explained = (self.synced, summary)
-            return summary
-        remaining = np.ones(len(nodes), dtype=bool)
-        counts: dict[str, int] = {}
-
-        def charge(name: str, ok: BoolArray) -> None:
-            nonlocal remaining
-            failing = int(np.count_nonzero(remaining & ~ok))
-            if failing:
-                counts[name] = counts.get(name, 0) + failing
-                remaining = remaining & ok
-
-        charge(predicates.NOT_READY, nodes.ready)
-        charge(predicates.UNSCHEDULABLE, nodes.schedulable)
-        if allowed is not None:
-            charge(predicates.OUTSIDE_DOMAIN, allowed)
-        charge(predicates.TAINT, self.taint)
-        charge(predicates.NODE_AFFINITY, self.affinity)
-        if affinity is not None:
-            charge(predicates.POD_AFFINITY, affinity[0])
-            charge(predicates.POD_ANTI_AFFINITY, affinity[1])
-        for name, mask in self.gpu_type:
-            charge(name, mask)
-        future = nodes.idle + nodes.releasing
-        charge(predicates.TOO_MANY_PODS, future[:, PODS] >= 1 - EPS)
-        layout = nodes.layout
-        for col in self.columns:
-            if col == PODS:
-                continue
-            charge(f"insufficient {layout.names[col]}", future[:, col] >= self.request[col] - EPS)
-        if self.shared:
-            charge(predicates.INSUFFICIENT_SHARED, self.fits_future)
-        return counts
+        return summary
 
 
 class PlacementEngine:
-    def __init__(self, session: Session) -> None:
+    """Chooses nodes through the session's plugin registry (:mod:`kai.scheduler.framework`)."""
+
+    def __init__(self, session: Session, registry: Registry) -> None:
         self.session = session
+        self.registry = registry
         self.labels = predicates.LabelIndex(session.nodes)
+        self.view = NodeView(session.nodes, self.labels, session.config)
+        self.reason_names = registry.reason_names(session.nodes.layout.names)
+        self.codes = {name: code for code, name in enumerate(self.reason_names)}
+        self.domain_code = self.codes[registry.domain.reason]
+        self.task_filters = [f for f in registry.task_filters if f.active(session)]
+        #: True when some task filter can restrict a choice: then two tasks of one class may
+        #: get different answers, and nothing may be shared between jobs alike for placement
+        self.per_task_filters = bool(self.task_filters)
+        self._key_parts = [f.class_key for f in registry.node_filters if f.class_key is not None]
+        self._key_parts += [s.class_key for s in registry.scorers if s.class_key is not None]
         self._classes: dict[tuple[object, ...], EqClass] = {}
         self._by_id: list[EqClass] = []
         # explanation dict (by identity; kept alive by the tuple) -> its message
         self._summaries: dict[int, tuple[dict[str, int], str]] = {}
 
+    def class_key(self, spec: TaskSpec, request: FloatArray) -> tuple[object, ...]:
+        """What a class's arrays depend on: the request, the GPU kind (resource fit) and what
+        each node filter and scorer reads of the spec. Task filters (pod affinity) are not part
+        of it: they are applied per task on top of the class."""
+        return (request.tobytes(), spec.gpu, *self.constraint_key(spec))
+
+    def constraint_key(self, spec: TaskSpec) -> tuple[object, ...]:
+        """What the node filters and scorers read of ``spec`` (sizes left out)."""
+        return tuple([part(spec) for part in self._key_parts])
+
     def class_of(self, task: TaskInfo) -> EqClass:
         if task.signature >= 0:
             return self._by_id[task.signature]
-        key = class_key(task.spec, task.request)
+        key = self.class_key(task.spec, task.request)
         cls = self._classes.get(key)
         if cls is None:
             cls = EqClass(self, task, len(self._by_id))
@@ -301,28 +275,34 @@ class PlacementEngine:
         task.signature = cls.id
         return cls
 
-    def _affinity(self, task: TaskInfo, cls: EqClass) -> tuple[BoolArray, BoolArray] | None:
-        """Pod (anti-)affinity masks for ``task``, or None when nothing can restrict it: it has
-        no terms of its own and no placed task has an anti-affinity term."""
-        session = self.session
-        if not session.uses_pod_affinity:
-            return None
-        spec = task.spec
-        placed = session.placed_pods
-        if not (spec.pod_affinity or spec.pod_anti_affinity or placed.any_anti_affinity()):
-            return None
-        return affinity_masks(spec, placed, session.nodes.labels)
+    def _task_masks(self, task: TaskInfo) -> list[tuple[int, BoolArray]]:
+        """(failure code, mask) of every active task filter that restricts ``task``."""
+        out: list[tuple[int, BoolArray]] = []
+        for plugin in self.task_filters:
+            for reason, ok in plugin.masks(self.session, task):
+                code = self.codes.get(reason)
+                if code is None or reason not in plugin.reasons:
+                    raise ValueError(
+                        f"filter plugin {plugin.name!r} returned the reason {reason!r}, which it "
+                        f"does not declare (declared: {', '.join(plugin.reasons)})"
+                    )
+                out.append((code, ok))
+        return out
 
     def choose(self, task: TaskInfo, allowed: BoolArray | None = None) -> Choice | None:
         """The best node for ``task`` (within ``allowed`` nodes), or None when none fits."""
         cls = self.class_of(task)
         cls.sync()
         key = cls.key
-        affinity = self._affinity(task, cls)
         if allowed is not None:
             key = np.where(allowed, key, NEG_INF)
-        if affinity is not None:
-            key = np.where(affinity[0] & affinity[1], key, NEG_INF)
+        if self.task_filters:
+            masks = self._task_masks(task)
+            if masks:
+                ok = masks[0][1]
+                for _, mask in masks[1:]:
+                    ok = ok & mask
+                key = np.where(ok, key, NEG_INF)
         if key is cls.key and cls.full_at == cls.synced:
             return None  # nothing changed for this class since it last found no node
         while True:
@@ -377,12 +357,18 @@ class PlacementEngine:
         return Choice(node, fits_now, tuple(groups))
 
     def explain(self, task: TaskInfo, allowed: BoolArray | None = None) -> str:
+        """Why ``task`` fits on no node (within ``allowed``): nodes counted by the first filter
+        they fail, in registry order, as a message."""
         cls = self.class_of(task)
-        counts = cls.explain(allowed, self._affinity(task, cls))
+        restrictions = self._task_masks(task) if self.task_filters else []
+        if allowed is not None:
+            restrictions.append((self.domain_code, allowed))
+            restrictions.sort(key=lambda pair: pair[0])
+        counts = cls.explain(restrictions)
         cached = self._summaries.get(id(counts))
         if cached is not None and cached[0] is counts:
             return cached[1]
-        text = predicates.summarize(counts, len(self.session.nodes))
+        text = self.registry.summarize(counts, len(self.session.nodes))
         if len(self._summaries) > 10_000:
             self._summaries.clear()
         self._summaries[id(counts)] = (counts, text)

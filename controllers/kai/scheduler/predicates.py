@@ -1,12 +1,9 @@
 """Node filters, vectorised over the node table.
 
-Static filters (readiness, taints, node selector and required node affinity, GPU-type rules)
-depend only on the task's constraints, so an equivalence class computes them once. Pod affinity
-depends on where tasks are placed and is recomputed per task. Resource fit lives in
+The mask functions and reason texts of the built-in filters. The filter plugins under
+``kai.scheduler.plugins`` wrap them, and ``plugins/registry.py`` lists them in the order in
+which a failing node is charged to one of them; resource fit lives in
 :mod:`kai.scheduler.placement` because it changes with every placement.
-
-When a task fits nowhere, :func:`explain` charges every node to the first filter it fails, in
-the fixed order of :data:`PREDICATE_ORDER`, and the message lists the counts.
 """
 
 from __future__ import annotations
@@ -39,22 +36,6 @@ NO_GPU_MEMORY = "node has no GPU memory figure for shared GPUs"
 SHARING_MODE_NOT_ALLOWED = "the node pool's SharingPolicy does not allow this GPU sharing mode"
 TOO_MANY_PODS = "too many pods"
 INSUFFICIENT_SHARED = "insufficient shared GPU memory"
-
-#: filters in the order in which a failing node is charged to one of them
-PREDICATE_ORDER: tuple[str, ...] = (
-    NOT_READY,
-    UNSCHEDULABLE,
-    OUTSIDE_DOMAIN,
-    TAINT,
-    NODE_AFFINITY,
-    POD_AFFINITY,
-    POD_ANTI_AFFINITY,
-    MIG_ONLY,
-    NO_SHARING_ON_MIG,
-    NO_GPU_MEMORY,
-    SHARING_MODE_NOT_ALLOWED,
-    TOO_MANY_PODS,
-)
 
 _BLOCKING_EFFECTS = ("NoSchedule", "NoExecute")
 
@@ -172,13 +153,3 @@ def gpu_type_masks(nodes: NodeTable, task: TaskSpec) -> list[tuple[str, BoolArra
     if not out:
         out.append((MIG_ONLY, np.ones(size, dtype=bool)))
     return out
-
-
-def summarize(counts: dict[str, int], total: int) -> str:
-    """``0/5 nodes are available: 3 nodes: insufficient gpu; 2 nodes: node affinity mismatch``."""
-    rank = {name: i for i, name in enumerate(PREDICATE_ORDER)}
-    parts = sorted(counts.items(), key=lambda item: (-item[1], rank.get(item[0], 99), item[0]))
-    body = "; ".join(f"{n} node{'s' if n != 1 else ''}: {reason}" for reason, n in parts)
-    if total == 0:
-        return "no nodes in the cluster"
-    return f"0/{total} nodes are available: {body}"

@@ -15,12 +15,15 @@ from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING
 
 from kai.scheduler.fairshare.resources import Vector
+from kai.scheduler.job_placement import PlaceMode, place_job
+from kai.scheduler.job_queue import JobsOrderByQueues
 from kai.scheduler.jobs import JobInfo, TaskInfo
 from kai.scheduler.statement import Statement
-from kai.scheduler.victims import next_request, sum_vectors
+from kai.scheduler.victims import next_request
 
 if TYPE_CHECKING:
     from kai.scheduler.fairshare.queue_order import QueueOrderKey
+    from kai.scheduler.framework import JobOrder
     from kai.scheduler.queues import QueueInfo
     from kai.scheduler.session import Session
 
@@ -54,8 +57,7 @@ class ReplayOrder:
 
     def refresh(self) -> dict[str, list[Entry]]:
         """Bring the entry lists up to date with the session; returns them (do not modify)."""
-        from kai.scheduler.ordering import job_order_key
-
+        job_order = self.session.registry.job_order
         seen = self._seen
         changes = self.session.job_changes
         if self._position < 0:
@@ -73,7 +75,7 @@ class ReplayOrder:
                 del entries[bisect.bisect_left(entries, old)]
             if job.pending > 0 and job.queue_ok and job.ready:
                 self._seq += 1
-                entry = (job_order_key(job), self._seq, job)
+                entry = (job_order(job), self._seq, job)
                 bisect.insort(self._leaves.setdefault(job.queue, []), entry)
                 self._entries[id(job)] = entry
         return self._leaves
@@ -106,102 +108,98 @@ def replay_places(
     built for this replay alone. After ``REPLAY_LIMIT`` victim jobs were tried first, the answer
     is no.
     """
-
-    from kai.scheduler.gang import tasks_to_allocate
-    from kai.scheduler.job_queue import JobsOrderByQueues
-    from kai.scheduler.ordering import job_order_key
     from kai.scheduler.snapshot import TaskStatus
-    from kai.scheduler.topology_placement import constrained, place_tasks
 
     saved = [(t, t.status, t.node, t.gpu_groups) for t in involved]
     for task in involved:
         session.set_placement(task, TaskStatus.PENDING, -1, ())
     replay = Statement(session, "replay")
-    engine = session.engine
-    proportion = session.proportion
-    owners = {id(t.job) for t in must_place}
-    order_cache = cache if cache is not None else ReplayOrder(session)
-
-    def place(job: JobInfo, tasks: list[TaskInfo]) -> bool:
-        capacity = sum_vectors(session.capacity_vector(t.spec) for t in tasks)
-        if proportion.check_job_capacity(job.queue, capacity, job.preemptible) is not None:
-            return False
-        cp = replay.checkpoint()
-        if constrained(job) and place_tasks(session, job, tasks, replay) is not None:
-            return False
-        for task in tasks:
-            if task.node >= 0:
-                continue
-            choice = engine.choose(task)
-            if choice is None:
-                replay.rollback(cp)
-                return False
-            replay.allocate(task, choice.node, choice.gpu_groups)
-        if not job.gang_satisfied:
-            replay.rollback(cp)
-            return False
-        return True
-
-    # A queue's order key is a function of its request and the allocations, which change only
-    # when a contender is placed: between placements the keys are shared.
-    queue_keys: dict[tuple[str, Vector], QueueOrderKey] = {}
-
-    def queue_key(name: str, request: Vector) -> QueueOrderKey:
-        found = queue_keys.get((name, request))
-        if found is None:
-            found = proportion.order_key(name, request)
-            queue_keys[(name, request)] = found
-        return found
-
     try:
-        order: JobsOrderByQueues | _LeafOrder
-        leaves = {t.job.queue for t in involved}
-        if len(leaves) == 1:
-            # Every contender in one leaf queue: whatever the other queues do, that leaf's jobs
-            # come out in its own heap order, and only contenders are placed, so the contenders
-            # alone in job order give the same sequence of placements.
-            order = _LeafOrder({id(t.job): t.job for t in involved}.values())
-        else:
-            # Likewise, the jobs under the contenders' lowest common ancestor queue come out in
-            # an order that the queues outside it only delay: the replay can stay inside it.
-            roots, presorted = _subtree(session, leaves, order_cache.refresh())
-            order = JobsOrderByQueues(
-                roots,
-                (),
-                queue_key,
-                job_order_key,
-                order_cache.request,
-                presorted=presorted,
-            )
-        contenders = {id(t.job) for t in involved}  # everybody else only orders
-
-        def contender(job: JobInfo) -> bool:
-            return id(job) in contenders
-
-        tried = 0
-        while (job := order.pop(contender)) is not None:
-            if id(job) not in contenders:
-                continue  # unrelated jobs are popped but not placed (see above)
-            tasks = tasks_to_allocate(job)
-            if not tasks:
-                continue
-            if id(job) not in owners:
-                tried += 1
-                if tried > REPLAY_LIMIT:
-                    return False
-            queue_keys.clear()
-            if place(job, tasks):
-                if all(t.node >= 0 for t in must_place):
-                    return True
-                if job.pending > 0:
-                    order.push(job)
-            elif id(job) in owners:
-                return False
-        return all(t.node >= 0 for t in must_place)
+        keys = _QueueKeys(session)
+        order = _allocate_order(
+            session, involved, cache if cache is not None else ReplayOrder(session), keys
+        )
+        return _replay(session, replay, order, keys, involved, must_place)
     finally:
         replay.discard()
         for task, status, node, groups in reversed(saved):
             session.set_placement(task, status, node, groups)
+
+
+class _QueueKeys:
+    """Queue order keys, shared between placements: a queue's key is a function of its request
+    and the allocations, which change only when a contender is placed (then: ``clear``)."""
+
+    def __init__(self, session: Session) -> None:
+        self._proportion = session.proportion
+        self._keys: dict[tuple[str, Vector], QueueOrderKey] = {}
+
+    def __call__(self, name: str, request: Vector) -> QueueOrderKey:
+        found = self._keys.get((name, request))
+        if found is None:
+            found = self._proportion.order_key(name, request)
+            self._keys[(name, request)] = found
+        return found
+
+    def clear(self) -> None:
+        self._keys.clear()
+
+
+def _allocate_order(
+    session: Session, involved: list[TaskInfo], cache: ReplayOrder, keys: _QueueKeys
+) -> JobsOrderByQueues | _LeafOrder:
+    """The next cycle's allocate order, reduced to what decides the contenders' turns."""
+    job_order = session.registry.job_order
+    leaves = {t.job.queue for t in involved}
+    if len(leaves) == 1:
+        # Every contender in one leaf queue: whatever the other queues do, that leaf's jobs
+        # come out in its own heap order, and only contenders are placed, so the contenders
+        # alone in job order give the same sequence of placements.
+        return _LeafOrder({id(t.job): t.job for t in involved}.values(), job_order)
+    # Likewise, the jobs under the contenders' lowest common ancestor queue come out in an
+    # order that the queues outside it only delay: the replay can stay inside it.
+    roots, presorted = _subtree(session, leaves, cache.refresh())
+    return JobsOrderByQueues(roots, (), keys, job_order, cache.request, presorted=presorted)
+
+
+def _replay(
+    session: Session,
+    replay: Statement,
+    order: JobsOrderByQueues | _LeafOrder,
+    keys: _QueueKeys,
+    involved: list[TaskInfo],
+    must_place: list[TaskInfo],
+) -> bool:
+    """Pop jobs in ``order``, place the contenders (``place_job`` in ``REPLAY`` mode) until
+    ``must_place`` is placed (True) or one of its jobs failed (False)."""
+    from kai.scheduler.gang import tasks_to_allocate
+
+    owners = {id(t.job) for t in must_place}
+    contenders = {id(t.job) for t in involved}  # everybody else only orders
+
+    def contender(job: JobInfo) -> bool:
+        return id(job) in contenders
+
+    tried = 0
+    while (job := order.pop(contender)) is not None:
+        if id(job) not in contenders:
+            continue  # unrelated jobs are popped but not placed (see replay_places)
+        tasks = tasks_to_allocate(job)
+        if not tasks:
+            continue
+        if id(job) not in owners:
+            tried += 1
+            if tried > REPLAY_LIMIT:
+                return False
+        keys.clear()
+        if place_job(session, job, tasks, replay, PlaceMode.REPLAY) is None:
+            if all(t.node >= 0 for t in must_place):
+                return True
+            if job.pending > 0:
+                order.push(job)
+        elif id(job) in owners:
+            return False
+    return all(t.node >= 0 for t in must_place)
 
 
 def _subtree(
@@ -230,10 +228,8 @@ def _subtree(
 class _LeafOrder:
     """The allocate order of the contenders of one leaf queue (see ``replay_places``)."""
 
-    def __init__(self, jobs: Iterable[JobInfo]) -> None:
-        from kai.scheduler.ordering import job_order_key
-
-        self._key = job_order_key
+    def __init__(self, jobs: Iterable[JobInfo], job_order: JobOrder) -> None:
+        self._key = job_order
         self._seq = 0
         self._heap: list[Entry] = []
         for job in jobs:

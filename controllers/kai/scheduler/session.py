@@ -15,11 +15,13 @@ from kai.api.gpu_request import mig_profile_gpus, queue_gpus
 from kai.scheduler.errors import IMPLEMENTED_ACTIONS, SnapshotError, UnsupportedActionError
 from kai.scheduler.fairshare.proportion import Proportion
 from kai.scheduler.fairshare.resources import Vector
+from kai.scheduler.framework import Registry
 from kai.scheduler.gpu_sharing import new_device_id
 from kai.scheduler.jobs import ACTIVE, JobInfo, TaskInfo, build_subgroup_tree
 from kai.scheduler.nodes import NodeTable
 from kai.scheduler.ordering import task_order_key
 from kai.scheduler.placement import PlacementEngine, shared_memory
+from kai.scheduler.plugins.registry import DEFAULT_REGISTRY
 from kai.scheduler.pod_affinity import PlacedPods
 from kai.scheduler.queues import QueueTree
 from kai.scheduler.resource_layout import ResourceLayout
@@ -30,10 +32,15 @@ from kai.scheduler.statement import Operation
 QUEUE_DOES_NOT_EXIST = "QueueDoesNotExist"
 
 
-def run_session(snapshot: Snapshot, actions: Sequence[str] | None = None) -> SessionResult:
+def run_session(
+    snapshot: Snapshot,
+    actions: Sequence[str] | None = None,
+    registry: Registry | None = None,
+) -> SessionResult:
     """Open one session on ``snapshot``, run ``actions`` (default ``snapshot.config.actions``) in
-    order and return the raw outcome. Raises :class:`UnsupportedActionError` before anything runs
-    when an action is not implemented."""
+    order and return the raw outcome. ``registry``: the plugins (default
+    :data:`~kai.scheduler.plugins.registry.DEFAULT_REGISTRY`). Raises
+    :class:`UnsupportedActionError` before anything runs when an action is not implemented."""
     from kai.scheduler.actions import ACTIONS
     from kai.scheduler.outcome import build_result
 
@@ -47,7 +54,7 @@ def run_session(snapshot: Snapshot, actions: Sequence[str] | None = None) -> Ses
     collecting = gc.isenabled()
     gc.disable()
     try:
-        session = Session(snapshot)
+        session = Session(snapshot, registry)
         for name in names:
             ACTIONS[name](session)
         return build_result(session)
@@ -57,9 +64,12 @@ def run_session(snapshot: Snapshot, actions: Sequence[str] | None = None) -> Ses
 
 
 class Session:
-    def __init__(self, snapshot: Snapshot) -> None:
+    def __init__(self, snapshot: Snapshot, registry: Registry | None = None) -> None:
         self.snapshot = snapshot
         self.config = snapshot.config
+        #: the plugins of this session: the registry given (default ``DEFAULT_REGISTRY``)
+        #: without those the config turns off
+        self.registry = (DEFAULT_REGISTRY if registry is None else registry).for_config(self.config)
         specs = [task for job in snapshot.jobs for task in job.tasks]
         self.layout = ResourceLayout.for_snapshot(snapshot.nodes, specs)
         self.nodes = NodeTable(snapshot.nodes, self.layout)
@@ -88,7 +98,7 @@ class Session:
         self.placed_pods = PlacedPods()
         self._place_initial_tasks()
         self.proportion = self._build_proportion()
-        self.engine = PlacementEngine(self)
+        self.engine = PlacementEngine(self, self.registry)
 
     # ------------------------------------------------------------------ building
     def _build_jobs(self) -> None:
@@ -268,6 +278,13 @@ class Session:
             memory = shared_memory(task.spec, float(self.nodes.gpu_memory[node]))
             for group in groups:
                 self.nodes.charge_shared(node, group, memory, status, sign)
+
+    def commit(self, operations: list[Operation]) -> None:
+        """Record a statement's surviving operations as decisions, then run the registry's
+        on-commit hooks with them."""
+        self.committed.extend(operations)
+        for hook in self.registry.on_commit:
+            hook.run(self, operations)
 
     # ------------------------------------------------------------------ queries
     def set_reason(self, job: JobInfo, reason: Reason) -> None:

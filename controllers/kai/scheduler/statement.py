@@ -89,6 +89,7 @@ class Statement:
             op.kind = PIPELINE
 
     def commit(self) -> None:
-        """Hand the surviving operations to the session as decisions."""
-        self.session.committed.extend(self.operations)
+        """Hand the surviving operations to the session as decisions (``Session.commit``: the
+        registry's on-commit hooks run then)."""
+        self.session.commit(self.operations)
         self.operations = []

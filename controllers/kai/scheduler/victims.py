@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from kai.scheduler.fairshare.resources import Vector
+from kai.scheduler.job_placement import PlaceMode, job_capacity, place_job
 from kai.scheduler.jobs import JobInfo, PodSet, SubGroupSet, TaskInfo
 from kai.scheduler.ordering import ordered_children
 from kai.scheduler.resource_layout import GPU
@@ -332,7 +333,7 @@ class VictimSolver:
         self.job = job
         self.tasks = tasks
         self.reason = reason
-        self.capacity = sum_vectors(session.capacity_vector(t.spec) for t in tasks)
+        self.capacity = job_capacity(session, tasks)
         #: the stability replay's allocate order, shared by the searches of one action (None:
         #: built for each replay)
         self.replay_order: ReplayOrder | None = None
@@ -344,32 +345,14 @@ class VictimSolver:
                 self.statement.evict(task, self.reason)
 
     def _place(self) -> list[int] | None:
-        """Pipeline every task of the job; the nodes used, or None (nothing placed) on failure.
-        The queue capacity check (limits, non-preemptible quota) runs first, against the queue
-        state with the probe's evictions applied, as KAI's simulated AllocateJob does. Jobs with
-        a topology constraint go through the topology placer, then become pipelined whole (the
-        preemptor of a victim search never binds in the same session)."""
-        from kai.scheduler.topology_placement import constrained, place_tasks
-
-        job = self.job
-        if self.session.proportion.check_job_capacity(job.queue, self.capacity, job.preemptible):
-            return None
-        cp = self.statement.checkpoint()
-        if constrained(job):
-            if place_tasks(self.session, job, self.tasks, self.statement) is not None:
-                return None
-            self.statement.convert_allocated_to_pipelined(job)
-        engine = self.session.engine
-        for task in self.tasks:
-            if task.node >= 0:  # placed by the topology placer
-                continue
-            choice = engine.choose(task)
-            if choice is None:
-                self.statement.rollback(cp)
-                return None
-            self.statement.pipeline(task, choice.node, choice.gpu_groups)
-        if not job.gang_satisfied or any(t.node < 0 for t in self.tasks):
-            self.statement.rollback(cp)
+        """Pipeline every task of the job (``place_job`` in ``SIMULATE`` mode: the capacity check
+        against the queue state with the probe's evictions applied, as KAI's simulated
+        AllocateJob does; the topology placer for constrained jobs); the nodes used, or None
+        (nothing placed) on failure."""
+        failure = place_job(
+            self.session, self.job, self.tasks, self.statement, PlaceMode.SIMULATE, self.capacity
+        )
+        if failure is not None:
             return None
         return [t.node for t in self.tasks]
 

@@ -7,7 +7,10 @@ from builders import cluster, job, node, task
 
 from kai.scheduler import predicates, scoring
 from kai.scheduler.nodes import NodeTable
+from kai.scheduler.placement import EqClass
+from kai.scheduler.plugins.registry import DEFAULT_REGISTRY
 from kai.scheduler.resource_layout import ResourceLayout
+from kai.scheduler.session import Session
 from kai.scheduler.snapshot import NodeSelectorTerm, Requirement, Taint, Toleration
 
 
@@ -84,7 +87,7 @@ def test_spread_formula() -> None:
 
 
 def test_summary_lists_counts_per_reason() -> None:
-    text = predicates.summarize({"insufficient gpu": 3, predicates.NODE_AFFINITY: 2}, 5)
+    text = DEFAULT_REGISTRY.summarize({"insufficient gpu": 3, predicates.NODE_AFFINITY: 2}, 5)
     assert (
         text
         == "0/5 nodes are available: 3 nodes: insufficient gpu; 2 nodes: node affinity mismatch"
@@ -107,7 +110,6 @@ def test_pod_anti_affinity_is_symmetric() -> None:
 
 
 def test_incremental_failure_codes_match_a_full_recount() -> None:
-    from kai.scheduler.session import Session
     from kai.scheduler.statement import Statement
 
     nodes = [
@@ -126,9 +128,41 @@ def test_incremental_failure_codes_match_a_full_recount() -> None:
     stmt = Statement(session, "test")
     stmt.allocate(session.tasks["p0"], session.nodes.index["a"])
     everywhere = np.ones(len(session.nodes), dtype=bool)
+    domain = session.engine.domain_code
     for uid in ("p1", "f0"):
         cls = session.engine.class_of(session.tasks[uid])
-        assert cls.explain(None, None) == cls.explain(everywhere, None)
+        incremental = cls.explain([])
+        assert incremental == cls.explain([(domain, everywhere)])
+        # a class built now computes every row from scratch
+        fresh = EqClass(session.engine, session.tasks[uid], -1)
+        assert incremental == fresh.explain([])
+        assert incremental == _charge_in_order(session, cls)
+
+
+def _charge_in_order(session: Session, cls: EqClass) -> dict[str, int]:
+    """The reference: every node charged to the first check it fails, checks in registry
+    order, resources last."""
+    from kai.scheduler.framework import NodeView
+    from kai.scheduler.resource_layout import EPS, PODS
+
+    nodes = session.nodes
+    view = NodeView(nodes, session.engine.labels, session.config)
+    checks = [pair for f in session.registry.node_filters for pair in f.masks(view, cls.spec)]
+    future = nodes.idle + nodes.releasing
+    checks.append((predicates.TOO_MANY_PODS, future[:, PODS] >= 1 - EPS))
+    for col in cls.columns:
+        if col != PODS:
+            name = f"insufficient {nodes.layout.names[col]}"
+            checks.append((name, future[:, col] >= cls.request[col] - EPS))
+    if cls.shared:
+        checks.append((predicates.INSUFFICIENT_SHARED, cls.fits_future))
+    counts: dict[str, int] = {}
+    for i in range(len(nodes)):
+        for name, ok in checks:
+            if not ok[i]:
+                counts[name] = counts.get(name, 0) + 1
+                break
+    return counts
 
 
 def test_placed_pod_index_follows_placements_and_rollback() -> None:

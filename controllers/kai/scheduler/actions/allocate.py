@@ -1,11 +1,11 @@
 """The allocate action.
 
 Jobs are popped best-first from :class:`JobsOrderByQueues`. For each job: the tasks to place next
-(:func:`tasks_to_allocate`), the capacity check of the fair-share package for their sum, then
-placement task by task inside a statement. Any task that fits nowhere rolls the whole attempt back
-and records why. A gang that would bind only partly while some member waits for releasing
-resources is pipelined whole. A job with pending tasks left is pushed back and competes again, so
-elastic jobs grow one task at a time.
+(:func:`tasks_to_allocate`), then :func:`~kai.scheduler.job_placement.place_job` in ``ALLOCATE``
+mode inside a statement (capacity check, topology or per-task placement, gang check). Any task
+that fits nowhere rolls the whole attempt back and records why. A gang that would bind only
+partly while some member waits for releasing resources is pipelined whole. A job with pending
+tasks left is pushed back and competes again, so elastic jobs grow one task at a time.
 """
 
 from __future__ import annotations
@@ -13,19 +13,17 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from kai.scheduler.fairshare.resources import Vector
-from kai.scheduler.gang import must_pipeline_whole_gang, tasks_to_allocate
+from kai.scheduler.gang import tasks_to_allocate
+from kai.scheduler.job_placement import PlaceMode, place_job
 from kai.scheduler.job_queue import JobsOrderByQueues
 from kai.scheduler.jobs import JobInfo, TaskInfo, unreachable_sets
-from kai.scheduler.ordering import job_order_key
 from kai.scheduler.result import Reason
 from kai.scheduler.statement import Statement
-from kai.scheduler.topology_placement import constrained, place_tasks
 
 if TYPE_CHECKING:
     from kai.scheduler.session import Session
 
 ACTION = "allocate"
-POD_SCHEDULING_ERRORS = "PodSchedulingErrors"
 NOT_READY = "NotReady"
 
 
@@ -39,10 +37,11 @@ def allocate(session: Session) -> None:
             continue
         candidates.append(job)
     requests: dict[str, Vector] = {}
+    job_order = session.registry.job_order
 
     def key(job: JobInfo) -> tuple[object, ...]:
         requests.pop(job.uid, None)  # the job changed: its next request is computed again
-        return job_order_key(job)
+        return job_order(job)
 
     def request(job: JobInfo) -> Vector:
         # only needed for a leaf's best job, so computed lazily
@@ -78,69 +77,14 @@ def _request(session: Session, tasks: list[TaskInfo]) -> Vector:
 
 
 def _allocate_job(session: Session, job: JobInfo, tasks: list[TaskInfo]) -> bool:
-    gpu = cpu = memory = 0.0
-    for task in tasks:
-        vec = session.capacity_vector(task.spec)
-        gpu += vec[0]
-        cpu += vec[1]
-        memory += vec[2]
-    refusal = session.proportion.check_job_capacity(job.queue, (gpu, cpu, memory), job.preemptible)
-    if refusal is not None:
-        session.set_reason(job, refusal)
-        return False
     statement = Statement(session, ACTION)
-    engine = session.engine
-    if constrained(job):
-        failure = place_tasks(session, job, tasks, statement)
-        if failure is not None:
-            statement.discard()
-            session.set_reason(job, failure)
-            return False
-    for placed, task in enumerate(tasks):
-        if task.node >= 0:  # placed above under its topology constraint
-            continue
-        choice = engine.choose(task)
-        if choice is None:
-            detail = engine.explain(task)
-            statement.discard()
-            session.set_reason(job, _no_fit(job, tasks, placed, task, detail))
-            return False
-        if choice.fits_now:
-            statement.allocate(task, choice.node, choice.gpu_groups)
-        else:
-            statement.pipeline(task, choice.node, choice.gpu_groups)
-    if not job.gang_satisfied:
-        statement.discard()
-        session.set_reason(
-            job,
-            Reason(
-                POD_SCHEDULING_ERRORS,
-                f"job {job.name!r} cannot reach its gang minimum with its pending tasks",
-            ),
-        )
+    failure = place_job(session, job, tasks, statement, PlaceMode.ALLOCATE)
+    if failure is not None:  # the statement is back where it started: empty
+        session.set_reason(job, failure)
         return False
-    if must_pipeline_whole_gang(job):
-        statement.convert_allocated_to_pipelined(job)
     statement.commit()
     session.clear_reasons(job)
     return True
-
-
-def _no_fit(
-    job: JobInfo, tasks: list[TaskInfo], placed: int, task: TaskInfo, detail: str
-) -> Reason:
-    if len(tasks) == 1:
-        head = f"task {task.name!r} of job {job.name!r} does not fit"
-    else:
-        head = (
-            f"{len(tasks)} tasks of job {job.name!r} must be placed together; {placed} fit before "
-            f"task {task.name!r}, which does not"
-        )
-    return Reason(
-        POD_SCHEDULING_ERRORS,
-        f"{head}: {detail}",
-        {"task": task.uid, "tasks_to_place": len(tasks), "placed_before_failure": placed},
-    )
 
 
 def _not_ready(job: JobInfo) -> Reason:

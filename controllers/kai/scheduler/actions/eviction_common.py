@@ -19,7 +19,6 @@ from kai.scheduler.fairshare.resources import Vector
 from kai.scheduler.gang import tasks_to_allocate
 from kai.scheduler.job_queue import JobsOrderByQueues
 from kai.scheduler.jobs import JobInfo, TaskInfo
-from kai.scheduler.ordering import job_order_key
 from kai.scheduler.replay import ReplayOrder
 from kai.scheduler.resource_layout import GPU, FloatArray
 from kai.scheduler.result import Reason
@@ -40,7 +39,7 @@ from kai.scheduler.victims import (
 
 if TYPE_CHECKING:
     from kai.scheduler.fairshare.queue_order import QueueOrderKey
-    from kai.scheduler.placement import EqClass
+    from kai.scheduler.placement import EqClass, PlacementEngine
     from kai.scheduler.session import Session
 
 #: attempt(session, job, tasks, request, context) -> True when the search failed in a way every
@@ -76,8 +75,8 @@ class Context:
         self._position = 0  # how far session.job_changes was read for _holding
 
     def preemptible_jobs(self) -> list[JobInfo]:
-        """Jobs that may be victims at all: preemptible, in a known queue, holding something
-        (in session order)."""
+        """Jobs that may be victims at all: preemptible, in a known queue, allowed by the
+        registry's victim checks, holding something (in session order)."""
         holding = self._follow()
         if self._victims is None:
             self._victims = [j for j in self._base if holding[id(j)]]
@@ -100,7 +99,12 @@ class Context:
         session = self.session
         changes = session.job_changes
         if self._holding is None:
-            self._base = [j for j in session.jobs if j.preemptible and j.queue_ok]
+            may_be_victim = session.registry.may_be_victim
+            self._base = [
+                j
+                for j in session.jobs
+                if j.preemptible and j.queue_ok and may_be_victim(session, j)
+            ]
             self._base_by_queue = {}
             for job in self._base:
                 self._base_by_queue.setdefault(job.queue, []).append(job)
@@ -265,10 +269,11 @@ def run_jobs(
     if not jobs:
         return
     requests: dict[str, Vector] = {}
+    job_order = session.registry.job_order
 
     def key(job: JobInfo) -> tuple[object, ...]:
         requests[job.uid] = next_request(session, job)
-        return job_order_key(job)
+        return job_order(job)
 
     # a queue's order key is a function of its request and the allocations, which only a
     # commit changes (searches roll back what they tried): shared until the next commit
@@ -312,13 +317,13 @@ def _placement_likeness(
 ) -> tuple[object, ...] | None:
     """What a placement attempt of ``tasks`` (``VictimSolver._place``) depends on besides the
     cluster, for the simple jobs where this is easy to state exactly: one PodSet, no topology
-    constraint, no pod (anti-)affinity anywhere in the session. Then it is the queue capacity
+    constraint, no task filter (pod affinity) active in the session. Then it is the queue capacity
     check (queue, preemptibility, the tasks' requests), each task's placement class (which
     covers its request and node constraints) in order, and the gang counters. None for other
     jobs (not shared)."""
     from kai.scheduler.topology_placement import constrained
 
-    if session.uses_pod_affinity or len(job.podsets) != 1 or constrained(job):
+    if session.engine.per_task_filters or len(job.podsets) != 1 or constrained(job):
         return None
     (podset,) = job.podsets.values()
     engine = session.engine
@@ -356,12 +361,15 @@ def _kind(
     scheduling signatures, requests are left out of the kind: a job of the same kind whose every
     task is at least as large as a failed job's (task by task, largest first) fails too. With
     several constraint sets in one job, sizes must match exactly."""
-    constraints = sorted({_constraints(t) for t in tasks}, key=repr)
+    constraints = sorted({_constraints(session.engine, t) for t in tasks}, key=repr)
     needs = sorted((session.capacity_vector(t.spec) for t in tasks), reverse=True)
     exact: tuple[object, ...] = ()
     if len(constraints) > 1:
         exact = tuple(
-            sorted((repr(_constraints(t)), session.capacity_vector(t.spec)) for t in tasks)
+            sorted(
+                (repr(_constraints(session.engine, t)), session.capacity_vector(t.spec))
+                for t in tasks
+            )
         )
     kind = (
         job.queue,
@@ -374,9 +382,10 @@ def _kind(
     return kind, needs
 
 
-def _constraints(task: TaskInfo) -> tuple[object, ...]:
+def _constraints(engine: PlacementEngine, task: TaskInfo) -> tuple[object, ...]:
     spec = task.spec
     return (
+        engine.constraint_key(spec),  # what the registry's filters and scorers read
         task.podset.name,
         spec.gpu.is_shared,
         spec.gpu.mig,
