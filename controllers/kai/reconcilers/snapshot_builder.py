@@ -1,7 +1,7 @@
 """Building the scheduler core's :class:`~kai.scheduler.snapshot.Snapshot` from raw objects.
 
 Input: the informer caches (plain dicts as the API serves them). Output: a Snapshot plus the
-list of objects that could not be understood (:class:`Problem`), each naming the object and
+list of objects that could not be understood (:class:`SkippedObject`), each naming the object and
 the field; such an object is left out of the snapshot and the caller reports it (Event,
 condition) instead of crashing.
 
@@ -65,7 +65,7 @@ _SKIPPED_RESOURCES = frozenset({"cpu", "memory", "pods", "ephemeral-storage", GP
 
 
 @dataclass(frozen=True)
-class Problem:
+class SkippedObject:
     """An object left out of the snapshot, and why."""
 
     obj: dict[str, Any]
@@ -569,7 +569,7 @@ def _pod_key(md: Mapping[str, Any]) -> Any:
 @dataclass
 class BuiltSnapshot:
     snapshot: Snapshot
-    problems: list[Problem] = field(default_factory=list)
+    problems: list[SkippedObject] = field(default_factory=list)
     pods: dict[str, dict[str, Any]] = field(default_factory=dict)  # task uid -> pod
     podgroups: dict[str, dict[str, Any]] = field(default_factory=dict)  # job uid -> PodGroup
     bind_requests: dict[str, dict[str, Any]] = field(default_factory=dict)  # task uid -> BR
@@ -671,7 +671,7 @@ class SnapshotBuilder:
         priority_classes: Iterable[dict[str, Any]] = (),
         now: float | None = None,
     ) -> BuiltSnapshot:
-        problems: list[Problem] = []
+        problems: list[SkippedObject] = []
         built = BuiltSnapshot(snapshot=Snapshot(now=0.0, nodes=[], queues=[], jobs=[]))
         classes, default_priority = _priority_classes(priority_classes)
         # PodGroups first: a pod counts as a task only when its PodGroup is understood
@@ -700,7 +700,7 @@ class SnapshotBuilder:
         podgroups: Iterable[dict[str, Any]],
         classes: Mapping[str, int],
         default_priority: int,
-        problems: list[Problem],
+        problems: list[SkippedObject],
     ) -> dict[tuple[str, str], tuple[JobSpec, dict[str, Any]]]:
         parsed_jobs: dict[tuple[str, str], tuple[JobSpec, dict[str, Any]]] = {}
         classes_key = (tuple(sorted(classes.items())), default_priority)
@@ -709,7 +709,7 @@ class SnapshotBuilder:
             try:
                 job = self._job_spec(pg, classes, default_priority, classes_key)
             except ObjectError as exc:
-                problems.append(Problem(pg, exc.field, exc.message))
+                problems.append(SkippedObject(pg, exc.field, exc.message))
                 continue
             parsed_jobs[(md.get("namespace") or "", md.get("name") or "")] = (job, pg)
         return parsed_jobs
@@ -721,7 +721,7 @@ class SnapshotBuilder:
         brs_by_pod: dict[tuple[str, str], dict[str, Any] | None],
         built: BuiltSnapshot,
         out: _PodTasks,
-        problems: list[Problem],
+        problems: list[SkippedObject],
     ) -> None:
         """Ours become tasks of their PodGroup; others on nodes reduce the node's capacity."""
         seen_uids: set[str] = set()
@@ -742,7 +742,7 @@ class SnapshotBuilder:
                 continue
             info = self._pod_info(pod)
             if isinstance(info, ObjectError):
-                problems.append(Problem(pod, info.field, info.message))
+                problems.append(SkippedObject(pod, info.field, info.message))
                 continue
             br = brs_by_pod.pop((ns, info.name), None)
             status, node, br_groups = pod_status(pod, br)
@@ -767,7 +767,7 @@ class SnapshotBuilder:
         self,
         nodes: Iterable[dict[str, Any]],
         foreign: Mapping[str, dict[str, float]],
-        problems: list[Problem],
+        problems: list[SkippedObject],
     ) -> list[NodeSpec]:
         node_specs: list[NodeSpec] = []
         for node_obj in nodes:
@@ -776,7 +776,7 @@ class SnapshotBuilder:
             try:
                 spec_node = self._node_spec(node_obj, foreign.get(node_name))
             except ObjectError as exc:
-                problems.append(Problem(node_obj, exc.field, exc.message))
+                problems.append(SkippedObject(node_obj, exc.field, exc.message))
                 continue
             node_specs.append(spec_node)
         return node_specs
@@ -867,7 +867,9 @@ def _bind_requests_by_pod(
     return brs_by_pod
 
 
-def _parse_queues(queues: Iterable[dict[str, Any]], problems: list[Problem]) -> list[QueueSpec]:
+def _parse_queues(
+    queues: Iterable[dict[str, Any]], problems: list[SkippedObject]
+) -> list[QueueSpec]:
     """Queues ranked by creation (then uid): the rank breaks fair-share ties."""
     queue_specs: list[QueueSpec] = []
     ordered = sorted(
@@ -881,19 +883,19 @@ def _parse_queues(queues: Iterable[dict[str, Any]], problems: list[Problem]) -> 
         try:
             queue_specs.append(parse_queue(queue, float(rank)))
         except ObjectError as exc:
-            problems.append(Problem(queue, exc.field, exc.message))
+            problems.append(SkippedObject(queue, exc.field, exc.message))
     return queue_specs
 
 
 def _parse_topologies(
-    topologies: Iterable[dict[str, Any]], problems: list[Problem]
+    topologies: Iterable[dict[str, Any]], problems: list[SkippedObject]
 ) -> list[TopologySpec]:
     topo_specs = []
     for topo in topologies:
         try:
             topo_specs.append(parse_topology(topo))
         except ObjectError as exc:
-            problems.append(Problem(topo, exc.field, exc.message))
+            problems.append(SkippedObject(topo, exc.field, exc.message))
     return topo_specs
 
 
