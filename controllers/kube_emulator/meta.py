@@ -30,10 +30,6 @@ def now() -> str:
     return str(_now_cache[1])
 
 
-def now_micro() -> str:
-    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
-
-
 def name_causes(tkey: tuple[str, str], name: str, custom: bool) -> list[dict[str, str]]:
     if not name:
         return [
