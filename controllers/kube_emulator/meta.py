@@ -52,10 +52,8 @@ def name_causes(tkey: tuple[str, str], name: str, custom: bool) -> list[dict[str
                 )
             ]
         return []
-    if (
-        tkey == ("", "events")
-        or tkey == ("events.k8s.io", "events")
-        or (custom is False and tkey[0] == "" and tkey[1] in ("nodes",))
+    if tkey in (("", "events"), ("events.k8s.io", "events")) or (
+        custom is False and tkey[0] == "" and tkey[1] in ("nodes",)
     ):
         # events and nodes take any path-segment name in practice
         if name in (".", "..") or any(c in name for c in _PATH_SEGMENT_BAD):

@@ -135,7 +135,7 @@ def _owned_by_rule(kind: str | None, path: FieldPath, value: Any) -> bool:
             return _quantity_like(value)
         return False
     if kind == "Queue":
-        if path == ("metadata", "name") or path == ("spec", "parentQueue"):
+        if path in (("metadata", "name"), ("spec", "parentQueue")):
             return isinstance(value, str)
         if path == ("spec", "priority"):
             return _is_number(value)
