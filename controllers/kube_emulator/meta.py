@@ -190,16 +190,19 @@ def shape_error(md: Any) -> str | None:
     ):
         return "metadata.finalizers must be a list of strings"
     refs = md.get("ownerReferences")
-    if refs is not None:
-        if not isinstance(refs, list) or not all(isinstance(r, dict) for r in refs):
-            return "metadata.ownerReferences must be a list of objects"
-        for i, ref in enumerate(refs):
-            for key in ("apiVersion", "kind", "name", "uid"):
-                if key in ref and not isinstance(ref[key], str):
-                    return f"metadata.ownerReferences[{i}].{key} must be a string"
-            for key in ("controller", "blockOwnerDeletion"):
-                if key in ref and ref[key] is not None and not isinstance(ref[key], bool):
-                    return f"metadata.ownerReferences[{i}].{key} must be a boolean"
+    return None if refs is None else _owner_references_error(refs)
+
+
+def _owner_references_error(refs: Any) -> str | None:
+    if not isinstance(refs, list) or not all(isinstance(r, dict) for r in refs):
+        return "metadata.ownerReferences must be a list of objects"
+    for i, ref in enumerate(refs):
+        for key in ("apiVersion", "kind", "name", "uid"):
+            if key in ref and not isinstance(ref[key], str):
+                return f"metadata.ownerReferences[{i}].{key} must be a string"
+        for key in ("controller", "blockOwnerDeletion"):
+            if key in ref and ref[key] is not None and not isinstance(ref[key], bool):
+                return f"metadata.ownerReferences[{i}].{key} must be a boolean"
     return None
 
 
