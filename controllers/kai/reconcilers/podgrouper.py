@@ -235,28 +235,40 @@ class PodGrouper:
         existing = _annotations(pod).get(POD_GROUP_ANNOTATION)
         if existing and not refs:
             return True  # a user-managed PodGroup
-        owner = None
-        if refs:
-            ref = next((r for r in refs if r.get("controller")), refs[0])
-            if ref.get("kind") == "Job" and str(ref.get("apiVersion", "")).startswith("batch/"):
-                owner = self.jobs.get(ref.get("name", ""), ns)
-                if owner is None or owner["metadata"].get("uid") != ref.get("uid"):
-                    with self._waiting_lock:  # _on_job re-queues it; back-off retries too
-                        self._waiting_for_owner.setdefault(str(ref.get("uid")), set()).add(
-                            (ns, name)
-                        )
-                    return False
-            else:
-                owner = {
-                    "apiVersion": ref.get("apiVersion"),
-                    "kind": ref.get("kind"),
-                    "metadata": {"name": ref.get("name"), "uid": ref.get("uid")},
-                }
+        known, owner = self._owner_of(ns, name, refs)
+        if not known:
+            return False
         try:
             desired = podgroup_for(pod, owner, self.queue_label)
         except GroupingError as exc:
             self._warn(pod, f"no PodGroup created: {exc}")
             return True
+        return self._write_podgroup(pod, desired)
+
+    def _owner_of(
+        self, ns: str, name: str, refs: list[dict[str, Any]]
+    ) -> tuple[bool, dict[str, Any] | None]:
+        """(False, None) while the pod's owning Job is not in the cache yet (its event
+        re-queues the pod); else (True, the owner or None for a bare pod)."""
+        if not refs:
+            return True, None
+        ref = next((r for r in refs if r.get("controller")), refs[0])
+        if ref.get("kind") == "Job" and str(ref.get("apiVersion", "")).startswith("batch/"):
+            owner = self.jobs.get(ref.get("name", ""), ns)
+            if owner is None or owner["metadata"].get("uid") != ref.get("uid"):
+                with self._waiting_lock:  # _on_job re-queues it; back-off retries too
+                    self._waiting_for_owner.setdefault(str(ref.get("uid")), set()).add((ns, name))
+                return False, None
+            return True, owner
+        return True, {
+            "apiVersion": ref.get("apiVersion"),
+            "kind": ref.get("kind"),
+            "metadata": {"name": ref.get("name"), "uid": ref.get("uid")},
+        }
+
+    def _write_podgroup(self, pod: dict[str, Any], desired: dict[str, Any]) -> bool:
+        """Create (or bring up to date) the pod's PodGroup and annotate the pod with it."""
+        ns, name = pod["metadata"]["namespace"], pod["metadata"]["name"]
         pg_name = desired["metadata"]["name"]
         try:
             current = self.podgroups.get(pg_name, ns)
