@@ -180,16 +180,8 @@ def _check_request(c: Checker, value: Any, path: Path) -> model.Request | None:
     if "gpuMemoryMiB" in spec:
         memory_mib = c.number(spec["gpuMemoryMiB"], (*path, "gpuMemoryMiB"))
         good = good and memory_mib is not None
-    mig: tuple[tuple[str, int], ...] = ()
-    if "mig" in spec:
-        counts = c.count_map(spec["mig"], (*path, "mig"), 1)
-        if counts is None:
-            good = False
-        elif not counts:
-            c.fail((*path, "mig"), "must name at least one MIG profile")
-            good = False
-        else:
-            mig = counts
+    mig_ok, mig = _check_mig(c, spec, path)
+    good = good and mig_ok
     devices = 1
     if "gpuDevices" in spec:
         checked_devices = c.integer(spec["gpuDevices"], (*path, "gpuDevices"), 1)
@@ -203,6 +195,37 @@ def _check_request(c: Checker, value: Any, path: Path) -> model.Request | None:
             good = False
         else:
             devices = checked_devices
+    good = _one_gpu_form(c, spec, path, gpus) and good
+    if not good or cpu is None or memory is None:
+        return None
+    return model.Request(
+        cpu_millis=cpu,
+        memory_bytes=memory,
+        gpus=gpus,
+        gpu_fraction=fraction,
+        gpu_memory_mib=memory_mib,
+        mig=mig,
+        gpu_devices=devices,
+    )
+
+
+def _check_mig(
+    c: Checker, spec: dict[str, Any], path: Path
+) -> tuple[bool, tuple[tuple[str, int], ...]]:
+    if "mig" not in spec:
+        return True, ()
+    counts = c.count_map(spec["mig"], (*path, "mig"), 1)
+    if counts is None:
+        return False, ()
+    if not counts:
+        c.fail((*path, "mig"), "must name at least one MIG profile")
+        return False, ()
+    return True, counts
+
+
+def _one_gpu_form(c: Checker, spec: dict[str, Any], path: Path, gpus: int | None) -> bool:
+    """At most one of gpus, gpuFraction, gpuMemoryMiB; MIG only with gpus: 0 or none."""
+    good = True
     forms = [key for key in _GPU_FORMS if key in spec]
     if len(forms) > 1:
         c.fail(
@@ -218,17 +241,7 @@ def _check_request(c: Checker, value: Any, path: Path) -> model.Request | None:
             "a MIG request comes with gpus: 0 or without gpus, and no other GPU form",
         )
         good = False
-    if not good or cpu is None or memory is None:
-        return None
-    return model.Request(
-        cpu_millis=cpu,
-        memory_bytes=memory,
-        gpus=gpus,
-        gpu_fraction=fraction,
-        gpu_memory_mib=memory_mib,
-        mig=mig,
-        gpu_devices=devices,
-    )
+    return good
 
 
 def _check_gpu_groups(
@@ -302,23 +315,26 @@ def _check_task_subgroup(
             return False
         return ""
     if "subGroup" not in spec:
-        if info.broken:
-            return False
-        c.fail_missing(path, "subGroup", f"required: job {job!r} has subGroups")
+        if not info.broken:
+            c.fail_missing(path, "subGroup", f"required: job {job!r} has subGroups")
         return False
     name = c.string(spec["subGroup"], (*path, "subGroup"))
     if name is None:
         return False
-    if info.broken:
+    if info.broken or _is_leaf_subgroup(c, (*path, "subGroup"), name, info, job):
         return name
+    return False
+
+
+def _is_leaf_subgroup(c: Checker, path: Path, name: str, info: SubGroupInfo, job: str) -> bool:
     assert info.leaves is not None
     if name not in info.names:
-        c.fail((*path, "subGroup"), f"subgroup {name!r} does not exist in job {job!r}")
+        c.fail(path, f"subgroup {name!r} does not exist in job {job!r}")
         return False
     if name not in info.leaves:
-        c.fail((*path, "subGroup"), f"subgroup {name!r} is not a leaf subgroup of job {job!r}")
+        c.fail(path, f"subgroup {name!r} is not a leaf subgroup of job {job!r}")
         return False
-    return name
+    return True
 
 
 def _check_node_affinity(c: Checker, value: Any, path: Path) -> model.NodeAffinity | None:
