@@ -58,6 +58,31 @@ def _annotations(obj: dict[str, Any]) -> dict[str, str]:
     return dict((obj.get("metadata") or {}).get("annotations") or {})
 
 
+def _batch_min_member(annotations: dict[str, str]) -> int:
+    """A batch Job's gang size from its annotation (1 without it)."""
+    if BATCH_MIN_MEMBER not in annotations:
+        return 1
+    raw = annotations[BATCH_MIN_MEMBER]
+    try:
+        min_member = int(raw)
+    except ValueError as exc:
+        raise GroupingError(
+            f"annotation {BATCH_MIN_MEMBER}={raw!r}: must be a positive integer"
+        ) from exc
+    if min_member < 1:
+        raise GroupingError(f"annotation {BATCH_MIN_MEMBER}={raw!r}: must be a positive integer")
+    return min_member
+
+
+def _topology_constraint(annotations: dict[str, str]) -> dict[str, str]:
+    constraint = {"topology": annotations[TOPOLOGY]}
+    if annotations.get(TOPOLOGY_REQUIRED):
+        constraint["requiredTopologyLevel"] = annotations[TOPOLOGY_REQUIRED]
+    if annotations.get(TOPOLOGY_PREFERRED):
+        constraint["preferredTopologyLevel"] = annotations[TOPOLOGY_PREFERRED]
+    return constraint
+
+
 def podgroup_for(
     pod: dict[str, Any], owner: dict[str, Any] | None, queue_label: str = QUEUE_LABEL
 ) -> dict[str, Any]:
@@ -87,20 +112,10 @@ def podgroup_for(
             f"label {PREEMPTIBILITY_LABEL}={preemptibility!r}: "
             "must be preemptible or non-preemptible"
         )
-    min_member = 1
     annotations = _annotations(top)
-    if owner is not None and top.get("kind") == "Job" and BATCH_MIN_MEMBER in annotations:
-        raw = annotations[BATCH_MIN_MEMBER]
-        try:
-            min_member = int(raw)
-        except ValueError as exc:
-            raise GroupingError(
-                f"annotation {BATCH_MIN_MEMBER}={raw!r}: must be a positive integer"
-            ) from exc
-        if min_member < 1:
-            raise GroupingError(
-                f"annotation {BATCH_MIN_MEMBER}={raw!r}: must be a positive integer"
-            )
+    min_member = (
+        _batch_min_member(annotations) if owner is not None and top.get("kind") == "Job" else 1
+    )
     spec: dict[str, Any] = {
         "minMember": min_member,
         "queue": queue,
@@ -111,12 +126,7 @@ def podgroup_for(
     if preemptibility:
         spec["preemptibility"] = preemptibility
     if annotations.get(TOPOLOGY):
-        constraint = {"topology": annotations[TOPOLOGY]}
-        if annotations.get(TOPOLOGY_REQUIRED):
-            constraint["requiredTopologyLevel"] = annotations[TOPOLOGY_REQUIRED]
-        if annotations.get(TOPOLOGY_PREFERRED):
-            constraint["preferredTopologyLevel"] = annotations[TOPOLOGY_PREFERRED]
-        spec["topologyConstraint"] = constraint
+        spec["topologyConstraint"] = _topology_constraint(annotations)
     api_version = top.get("apiVersion") or "v1"
     group, _, version = api_version.rpartition("/")
     owner_md = (

@@ -64,37 +64,12 @@ def check_task(
     spec = c.mapping(item, path, ("name", "status", "request"), _TASK_OPTIONAL)
     if spec is None:
         return None
-    good = True
-    name = c.string(spec["name"], (*path, "name")) if "name" in spec else None
-    if name is not None:
-        ctx.task_names.add(name)
-        if name in task_seen:
-            first = format_path(task_seen[name])
-            c.fail((*path, "name"), f"task {name!r} is defined twice (first at {first})")
-            good = False
-        else:
-            task_seen[name] = path
+    name_ok, name = _check_task_name(c, spec, path, ctx, task_seen)
     status = (
         c.choice(spec["status"], (*path, "status"), model.STATUSES) if "status" in spec else None
     )
-    placed = status in model.PLACED_STATUSES
-    node: str | None = None
-    if spec.get("node") is not None:
-        node = c.string(spec["node"], (*path, "node"))
-        good = good and node is not None
-        if node is not None and ctx.nodes_known and node not in ctx.node_names:
-            c.fail((*path, "node"), f"node {node!r} does not exist")
-            good = False
-            node = None  # no further complaints about gpuGroups prefixes
-        if status is not None and not placed:
-            c.fail((*path, "node"), f"a task with status {status} is not placed and has no node")
-            good = False
-    elif placed:
-        if "node" in spec:
-            c.fail((*path, "node"), f"required for a task with status {status}, got null")
-        else:
-            c.fail_missing(path, "node", f"required for a task with status {status}")
-        good = False
+    node_ok, node = _check_task_node(c, spec, path, ctx, status)
+    good = name_ok and node_ok
     request = _request(c, spec["request"], (*path, "request"), ctx) if "request" in spec else None
     gpu_groups = _check_gpu_groups(c, spec, path, status, node, request)
     subgroup = _check_task_subgroup(c, spec, path, info, job)
@@ -135,6 +110,47 @@ def check_task(
         pod_affinity=terms["podAffinity"],
         pod_anti_affinity=terms["podAntiAffinity"],
     )
+
+
+def _check_task_name(
+    c: Checker, spec: dict[str, Any], path: Path, ctx: Context, task_seen: dict[str, Path]
+) -> tuple[bool, str | None]:
+    """(unique, name): task names are unique across the scenario."""
+    name = c.string(spec["name"], (*path, "name")) if "name" in spec else None
+    if name is None:
+        return True, None
+    ctx.task_names.add(name)
+    if name in task_seen:
+        first = format_path(task_seen[name])
+        c.fail((*path, "name"), f"task {name!r} is defined twice (first at {first})")
+        return False, name
+    task_seen[name] = path
+    return True, name
+
+
+def _check_task_node(
+    c: Checker, spec: dict[str, Any], path: Path, ctx: Context, status: str | None
+) -> tuple[bool, str | None]:
+    """(acceptable, node): a placed task names an existing node, a pending one none."""
+    placed = status in model.PLACED_STATUSES
+    if spec.get("node") is None:
+        if not placed:
+            return True, None
+        if "node" in spec:
+            c.fail((*path, "node"), f"required for a task with status {status}, got null")
+        else:
+            c.fail_missing(path, "node", f"required for a task with status {status}")
+        return False, None
+    node = c.string(spec["node"], (*path, "node"))
+    good = node is not None
+    if node is not None and ctx.nodes_known and node not in ctx.node_names:
+        c.fail((*path, "node"), f"node {node!r} does not exist")
+        good = False
+        node = None  # no further complaints about gpuGroups prefixes
+    if status is not None and not placed:
+        c.fail((*path, "node"), f"a task with status {status} is not placed and has no node")
+        good = False
+    return good, node
 
 
 def _request(c: Checker, value: Any, path: Path, ctx: Context) -> model.Request | None:
