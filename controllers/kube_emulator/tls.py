@@ -1,5 +1,5 @@
 """A throw-away certificate authority and serving certificate for ``--tls``, made with the
-``cryptography`` package (a dependency)."""
+``cryptography`` package (installed with the ``local`` extra, as is this emulator)."""
 
 from __future__ import annotations
 
