@@ -179,7 +179,7 @@ class Admission:
         hooks = self._hooks(MUTATING, operation, rt, version, sub, obj, old)
         changed = False
         for cfg_name, hook in hooks:
-            response = self._call(cfg_name, hook, operation, rt, version, sub, obj, old, opts)
+            response = self._call(cfg_name, hook, operation, rt, version, sub, obj, old, opts=opts)
             if response is None:
                 continue
             patch = response.get("patch")
@@ -217,7 +217,18 @@ class Admission:
         object_kind: tuple[str, str, str] | None = None,
     ) -> None:
         for cfg_name, hook in self._hooks(VALIDATING, operation, rt, version, sub, obj, old):
-            self._call(cfg_name, hook, operation, rt, version, sub, obj, old, opts, object_kind)
+            self._call(
+                cfg_name,
+                hook,
+                operation,
+                rt,
+                version,
+                sub,
+                obj,
+                old,
+                opts=opts,
+                object_kind=object_kind,
+            )
 
     # -- one call ------------------------------------------------------------------------------
     def _call(
@@ -230,6 +241,7 @@ class Admission:
         sub: str,
         obj: dict[str, Any] | None,
         old: dict[str, Any] | None,
+        *,
         opts: WriteOptions,
         object_kind: tuple[str, str, str] | None = None,
     ) -> dict[str, Any] | None:

@@ -14,31 +14,7 @@ PODS_KEY = ("", "pods")
 
 
 def bind(core: ApiCore, ns: str, name: str, body: Any, opts: WriteOptions) -> dict[str, Any]:
-    if not isinstance(body, dict) or not isinstance(body.get("target"), dict):
-        raise invalid(
-            "Binding", "", name, [field_cause("target", "Required value", "FieldValueRequired")]
-        )
-    target = body["target"]
-    node = target.get("name")
-    if not node:
-        raise invalid(
-            "Binding",
-            "",
-            name,
-            [field_cause("target.name", "Required value", "FieldValueRequired")],
-        )
-    if target.get("kind", "Node") != "Node":
-        raise invalid(
-            "Binding",
-            "",
-            name,
-            [
-                field_cause(
-                    "target.kind",
-                    f"Invalid value: \"{target.get('kind')}\": must be empty or 'Node'",
-                )
-            ],
-        )
+    target = _target(name, body)
     pods = core.types[PODS_KEY]
     binding_obj = {
         "apiVersion": "v1",
@@ -74,30 +50,64 @@ def bind(core: ApiCore, ns: str, name: str, body: Any, opts: WriteOptions) -> di
             )
         if opts.dry_run:
             return _success(201)
-        new = dict(cur)
-        new["spec"] = dict(cur.get("spec") or {})
-        new["spec"]["nodeName"] = node
-        new["metadata"] = dict(cur["metadata"])
         extra = (body.get("metadata") or {}).get("annotations")
-        if extra:
-            new["metadata"]["annotations"] = {
-                **(cur["metadata"].get("annotations") or {}),
-                **extra,
-            }
-        status = dict(cur.get("status") or {})
-        conds = [c for c in status.get("conditions") or [] if c.get("type") != "PodScheduled"]
-        conds.append(
-            {
-                "type": "PodScheduled",
-                "status": "True",
-                "lastProbeTime": None,
-                "lastTransitionTime": meta.now(),
-            }
-        )
-        status["conditions"] = conds
-        new["status"] = status
-        core._commit_update(pods, cur, new)
+        core._commit_update(pods, cur, _bound(cur, target["name"], extra))
     return _success(201)
+
+
+def _target(name: str, body: Any) -> dict[str, Any]:
+    """The Binding's target: a Node, by name."""
+    if not isinstance(body, dict) or not isinstance(body.get("target"), dict):
+        raise invalid(
+            "Binding", "", name, [field_cause("target", "Required value", "FieldValueRequired")]
+        )
+    target: dict[str, Any] = body["target"]
+    if not target.get("name"):
+        raise invalid(
+            "Binding",
+            "",
+            name,
+            [field_cause("target.name", "Required value", "FieldValueRequired")],
+        )
+    if target.get("kind", "Node") != "Node":
+        raise invalid(
+            "Binding",
+            "",
+            name,
+            [
+                field_cause(
+                    "target.kind",
+                    f"Invalid value: \"{target.get('kind')}\": must be empty or 'Node'",
+                )
+            ],
+        )
+    return target
+
+
+def _bound(cur: dict[str, Any], node: str, annotations: dict[str, str] | None) -> dict[str, Any]:
+    """The pod on ``node``, with the Binding's annotations and a PodScheduled condition."""
+    new = dict(cur)
+    new["spec"] = dict(cur.get("spec") or {})
+    new["spec"]["nodeName"] = node
+    new["metadata"] = dict(cur["metadata"])
+    if annotations:
+        new["metadata"]["annotations"] = {
+            **(cur["metadata"].get("annotations") or {}),
+            **annotations,
+        }
+    status = dict(cur.get("status") or {})
+    conds = [c for c in status.get("conditions") or [] if c.get("type") != "PodScheduled"]
+    conds.append(
+        {
+            "type": "PodScheduled",
+            "status": "True",
+            "lastProbeTime": None,
+            "lastTransitionTime": meta.now(),
+        }
+    )
+    status["conditions"] = conds
+    new["status"] = status
+    return new
 
 
 def _success(code: int) -> dict[str, Any]:

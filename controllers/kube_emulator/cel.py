@@ -11,6 +11,7 @@ rule is then reported as not evaluable rather than silently passing.
 
 from __future__ import annotations
 
+import operator
 import re
 from collections.abc import Callable
 from functools import lru_cache
@@ -282,61 +283,99 @@ def _num(v: Any) -> bool:
 
 def _binop(op: str, left: Node, right: Node) -> Node:
     if op == "||":
-
-        def or_(env: dict[str, Any]) -> bool:
-            try:
-                if _truth(left(env)):
-                    return True
-            except (_Missing, CelError):
-                if _truth(right(env)):
-                    return True
-                raise
-            return _truth(right(env))
-
-        return or_
+        return _or(left, right)
     if op == "&&":
-
-        def and_(env: dict[str, Any]) -> bool:
-            try:
-                if not _truth(left(env)):
-                    return False
-            except (_Missing, CelError):
-                if not _truth(right(env)):
-                    return False
-                raise
-            return _truth(right(env))
-
-        return and_
+        return _and(left, right)
+    fn = _BINARY.get(op) or _unknown_operator(op)
 
     def apply(env: dict[str, Any]) -> Any:
-        a, b = left(env), right(env)
-        if op == "==":
-            return a == b if (_num(a) and _num(b)) or type(a) is type(b) else False
-        if op == "!=":
-            return not (a == b if (_num(a) and _num(b)) or type(a) is type(b) else False)
-        if op == "in":
-            return a in b
-        if op in ("<", "<=", ">", ">="):
-            if not ((_num(a) and _num(b)) or type(a) is type(b)):
-                raise CelError(f"no such overload: {type(a).__name__} {op} {type(b).__name__}")
-            return {"<": a < b, "<=": a <= b, ">": a > b, ">=": a >= b}[op]
-        if op == "+":
-            return a + b
-        if op == "-":
-            return a - b
-        if op == "*":
-            return a * b
-        if op == "/":
-            if b == 0:
-                raise CelError("division by zero")
-            return a // b if isinstance(a, int) and isinstance(b, int) else a / b
-        if op == "%":
-            if b == 0:
-                raise CelError("modulus by zero")
-            return a % b
-        raise CelError(f"unknown operator {op}")
+        return fn(left(env), right(env))
 
     return apply
+
+
+def _or(left: Node, right: Node) -> Node:
+    """CEL's commutative ``||``: an error on one side is absorbed when the other is true."""
+
+    def or_(env: dict[str, Any]) -> bool:
+        try:
+            if _truth(left(env)):
+                return True
+        except (_Missing, CelError):
+            if _truth(right(env)):
+                return True
+            raise
+        return _truth(right(env))
+
+    return or_
+
+
+def _and(left: Node, right: Node) -> Node:
+    """CEL's commutative ``&&``: an error on one side is absorbed when the other is false."""
+
+    def and_(env: dict[str, Any]) -> bool:
+        try:
+            if not _truth(left(env)):
+                return False
+        except (_Missing, CelError):
+            if not _truth(right(env)):
+                return False
+            raise
+        return _truth(right(env))
+
+    return and_
+
+
+def _comparable(a: Any, b: Any) -> bool:
+    return (_num(a) and _num(b)) or type(a) is type(b)
+
+
+def _equal(a: Any, b: Any) -> bool:
+    return a == b if _comparable(a, b) else False
+
+
+def _ordering(op: str, compare: Callable[[Any, Any], bool]) -> Callable[[Any, Any], bool]:
+    def ordered(a: Any, b: Any) -> bool:
+        if not _comparable(a, b):
+            raise CelError(f"no such overload: {type(a).__name__} {op} {type(b).__name__}")
+        return compare(a, b)
+
+    return ordered
+
+
+def _divide(a: Any, b: Any) -> Any:
+    if b == 0:
+        raise CelError("division by zero")
+    return a // b if isinstance(a, int) and isinstance(b, int) else a / b
+
+
+def _modulo(a: Any, b: Any) -> Any:
+    if b == 0:
+        raise CelError("modulus by zero")
+    return a % b
+
+
+def _unknown_operator(op: str) -> Callable[[Any, Any], Any]:
+    def unknown(a: Any, b: Any) -> Any:
+        raise CelError(f"unknown operator {op}")
+
+    return unknown
+
+
+_BINARY: dict[str, Callable[[Any, Any], Any]] = {
+    "==": _equal,
+    "!=": lambda a, b: not _equal(a, b),
+    "in": lambda a, b: a in b,
+    "<": _ordering("<", operator.lt),
+    "<=": _ordering("<=", operator.le),
+    ">": _ordering(">", operator.gt),
+    ">=": _ordering(">=", operator.ge),
+    "+": operator.add,
+    "-": operator.sub,
+    "*": operator.mul,
+    "/": _divide,
+    "%": _modulo,
+}
 
 
 def _size(v: Any) -> int:

@@ -323,10 +323,21 @@ class ApiHandler(BaseHTTPRequestHandler):
             )
 
     def _meta_route(self, method: str, parts: list[str], raw: bytes) -> bool:
-        core = self.server.core
+        """Serve what is not a resource (version, health, metrics, discovery, OpenAPI, the
+        emulator's own /kai-sim/ endpoints); False when ``parts`` names none of them."""
         path = "/" + "/".join(parts)
-        if method != "GET" and not path.startswith("/kai-sim/"):
+        if path.startswith("/kai-sim/"):
+            return self._kai_sim_route(method, path, raw)
+        if method != "GET":
             return False
+        return (
+            self._fixed_route(path)
+            or self._discovery_route(parts)
+            or self._openapi_route(path, parts)
+        )
+
+    def _fixed_route(self, path: str) -> bool:
+        core = self.server.core
         if path == "/version":
             self._send(200, discovery.version_info(core.options.git_version))
         elif path in ("/healthz", "/readyz", "/livez"):
@@ -338,31 +349,31 @@ class ApiHandler(BaseHTTPRequestHandler):
             self._send(200, discovery.api_versions(host))
         elif path == "/apis":
             self._send(200, discovery.api_group_list(core))
-        elif len(parts) == 2 and parts[0] == "apis":
+        else:
+            return False
+        return True
+
+    def _discovery_route(self, parts: list[str]) -> bool:
+        """/apis/GROUP, /api/VERSION and /apis/GROUP/VERSION."""
+        core = self.server.core
+        if len(parts) == 2 and parts[0] == "apis":
             doc = discovery.api_group(core, parts[1])
-            if doc is None:
-                raise ApiError(404, "the server could not find the requested resource")
-            self._send(200, doc)
         elif (len(parts) == 2 and parts[0] == "api") or (len(parts) == 3 and parts[0] == "apis"):
             group, version = ("", parts[1]) if parts[0] == "api" else (parts[1], parts[2])
             doc = discovery.resource_list(core, group, version)
-            if doc is None:
-                raise ApiError(404, "the server could not find the requested resource")
-            self._send(200, doc)
-        elif path == "/kai-sim/faults":
-            if method == "PUT":
-                body = self._json_body(raw) or {}
-                try:
-                    core.faults.configure(**body)
-                except (TypeError, ValueError) as exc:
-                    raise bad_request(str(exc)) from exc
-            self._send(200, core.faults.describe())
-        elif path == "/kai-sim/compact" and method == "POST":
-            core.store.compact()
-            self._send(200, {"compactedResourceVersion": str(core.store.compacted_rv)})
-        elif path == "/openapi/v3":
+        else:
+            return False
+        if doc is None:
+            raise ApiError(404, "the server could not find the requested resource")
+        self._send(200, doc)
+        return True
+
+    def _openapi_route(self, path: str, parts: list[str]) -> bool:
+        core = self.server.core
+        if path == "/openapi/v3":
             self._send(200, openapi.index(core))
-        elif path.startswith("/openapi/v3/"):
+            return True
+        if path.startswith("/openapi/v3/"):
             rest = parts[2:]
             group, version = (
                 ("", rest[1])
@@ -373,11 +384,28 @@ class ApiHandler(BaseHTTPRequestHandler):
             if doc is None:
                 raise ApiError(404, "the server could not find the requested resource")
             self._send(200, doc)
-        elif path.startswith("/openapi/"):
+            return True
+        if path.startswith("/openapi/"):
             raise ApiError(404, "the server does not serve OpenAPI v2", "NotFound")
-        else:
-            return False
-        return True
+        return False
+
+    def _kai_sim_route(self, method: str, path: str, raw: bytes) -> bool:
+        """The emulator's own endpoints: fault injection and history compaction."""
+        core = self.server.core
+        if path == "/kai-sim/faults":
+            if method == "PUT":
+                body = self._json_body(raw) or {}
+                try:
+                    core.faults.configure(**body)
+                except (TypeError, ValueError) as exc:
+                    raise bad_request(str(exc)) from exc
+            self._send(200, core.faults.describe())
+            return True
+        if path == "/kai-sim/compact" and method == "POST":
+            core.store.compact()
+            self._send(200, {"compactedResourceVersion": str(core.store.compacted_rv)})
+            return True
+        return False
 
     def _metrics_text(self) -> bytes:
         """``apiserver_request_total{verb,resource,subresource}`` in the text exposition
@@ -403,15 +431,7 @@ class ApiHandler(BaseHTTPRequestHandler):
         if sub and sub not in rt.subresources:
             raise ApiError(404, "the server could not find the requested resource", "NotFound")
         is_watch = q.get("watch") in ("1", "true", "True")
-        verb = {
-            "GET": "list" if route.name is None else "get",
-            "POST": "create",
-            "PUT": "update",
-            "PATCH": "patch",
-            "DELETE": "deletecollection" if route.name is None else "delete",
-        }[method]
-        if is_watch:
-            verb = "watch"
+        verb = "watch" if is_watch else _VERBS[method][route.name is None]
         if not sub and verb not in rt.verbs:
             raise ApiError(
                 405,
@@ -420,60 +440,73 @@ class ApiHandler(BaseHTTPRequestHandler):
             )
         if core.faults.active:
             core.faults.before_request(verb, rt.qualified(), route.name or "")
-        opts = WriteOptions(
-            dry_run=q.get("dryRun") == "All",
-            field_validation=q.get("fieldValidation") or core.options.default_field_validation,
-            field_manager=q.get("fieldManager"),
-            force=q.get("force") in ("true", "1", "True"),
-        )
-        if opts.field_validation not in ("Strict", "Warn", "Ignore"):
-            raise bad_request(
-                f"fieldValidation must be one of Strict, Warn, Ignore; got "
-                f"{opts.field_validation!r}"
-            )
+        opts = _write_options(q, core.options.default_field_validation)
         if method == "GET":
             if is_watch:
                 serve_watch(self, rt, route, ns, q)
-            elif route.name is None:
-                listing = core.list_objects(rt, route.version, ns, q)
-                self._send_maybe_table(
-                    rt, route.version, listing["items"], listing["metadata"], q, listing
-                )
             else:
-                obj = core.get(rt, route.version, ns or "", route.name)
-                self._send_maybe_table(rt, route.version, [obj], {}, q, obj)
+                self._read(rt, route, ns, q)
+        elif method == "POST":
+            self._post(rt, route, ns, raw, opts)
+        else:
+            self._write(method, rt, route, ns, q, raw, opts)
+
+    def _read(self, rt: ResourceType, route: Route, ns: str | None, q: dict[str, str]) -> None:
+        core = self.server.core
+        if route.name is None:
+            listing = core.list_objects(rt, route.version, ns, q)
+            self._send_maybe_table(
+                rt, route.version, listing["items"], listing["metadata"], q, listing
+            )
+        else:
+            obj = core.get(rt, route.version, ns or "", route.name)
+            self._send_maybe_table(rt, route.version, [obj], {}, q, obj)
+
+    def _post(
+        self, rt: ResourceType, route: Route, ns: str | None, raw: bytes, opts: WriteOptions
+    ) -> None:
+        core = self.server.core
+        sub = route.sub
+        if route.name is not None and sub == "eviction" and rt.key == ("", "pods"):
+            self._send(201, eviction.evict(core, ns or "", route.name, self._json_body(raw), opts))
             return
-        if method == "POST":
-            if route.name is not None and sub == "eviction" and rt.key == ("", "pods"):
-                self._send(
-                    201, eviction.evict(core, ns or "", route.name, self._json_body(raw), opts)
-                )
-                return
-            if route.name is not None and sub == "binding" and rt.key == ("", "pods"):
-                self._send(201, core.bind(ns or "", route.name, self._json_body(raw), opts))
-                return
-            if route.name is not None:
-                raise ApiError(
-                    405, f"POST is not supported on {rt.plural}/{route.name}", "MethodNotAllowed"
-                )
-            if rt.key in reviews.REVIEW_KINDS:
-                # the answer does not depend on the question: a protobuf body is not decoded
-                protobuf_body = "protobuf" in (self.headers.get("Content-Type") or "")
-                body = {} if protobuf_body else self._json_body(raw)
-                answer = reviews.review(
-                    rt.group, rt.plural, rt.kind, rt.api_version(route.version), body
-                )
-                self._send(201, answer)
-                return
-            obj, warnings = core.create(rt, route.version, ns, self._json_body(raw), opts)
-            self._send(201, obj, warnings)
+        if route.name is not None and sub == "binding" and rt.key == ("", "pods"):
+            self._send(201, core.bind(ns or "", route.name, self._json_body(raw), opts))
             return
+        if route.name is not None:
+            raise ApiError(
+                405, f"POST is not supported on {rt.plural}/{route.name}", "MethodNotAllowed"
+            )
+        if rt.key in reviews.REVIEW_KINDS:
+            # the answer does not depend on the question: a protobuf body is not decoded
+            protobuf_body = "protobuf" in (self.headers.get("Content-Type") or "")
+            body = {} if protobuf_body else self._json_body(raw)
+            answer = reviews.review(
+                rt.group, rt.plural, rt.kind, rt.api_version(route.version), body
+            )
+            self._send(201, answer)
+            return
+        obj, warnings = core.create(rt, route.version, ns, self._json_body(raw), opts)
+        self._send(201, obj, warnings)
+
+    def _write(
+        self,
+        method: str,
+        rt: ResourceType,
+        route: Route,
+        ns: str | None,
+        q: dict[str, str],
+        raw: bytes,
+        opts: WriteOptions,
+    ) -> None:
+        """PUT, PATCH and DELETE."""
+        core = self.server.core
         if route.name is None and method in ("PUT", "PATCH"):
             raise ApiError(405, f"{method} needs an object name", "MethodNotAllowed")
         name = route.name or ""
         if method == "PUT":
             obj, warnings = core.update(
-                rt, route.version, ns, name, self._json_body(raw), opts, sub
+                rt, route.version, ns, name, self._json_body(raw), opts, route.sub
             )
             self._send(200, obj, warnings)
         elif method == "PATCH":
@@ -485,7 +518,7 @@ class ApiHandler(BaseHTTPRequestHandler):
                     f"accepted media types include: {', '.join(_PATCH_TYPES)}",
                     "UnsupportedMediaType",
                 )
-            obj, warnings = core.patch(rt, route.version, ns, name, ctype, raw, opts, sub)
+            obj, warnings = core.patch(rt, route.version, ns, name, ctype, raw, opts, route.sub)
             self._send(200, obj, warnings)
         elif method == "DELETE":
             body = self._json_body(raw)
@@ -541,3 +574,27 @@ class ApiHandler(BaseHTTPRequestHandler):
         self.chunk(b"")
         self.pending[-1] = b"0\r\n\r\n"
         self.flush_chunks()
+
+
+# the verb of a request by HTTP method, for a named object (False) or a collection (True)
+_VERBS: dict[str, dict[bool, str]] = {
+    "GET": {False: "get", True: "list"},
+    "POST": {False: "create", True: "create"},
+    "PUT": {False: "update", True: "update"},
+    "PATCH": {False: "patch", True: "patch"},
+    "DELETE": {False: "delete", True: "deletecollection"},
+}
+
+
+def _write_options(q: dict[str, str], default_field_validation: str) -> WriteOptions:
+    opts = WriteOptions(
+        dry_run=q.get("dryRun") == "All",
+        field_validation=q.get("fieldValidation") or default_field_validation,
+        field_manager=q.get("fieldManager"),
+        force=q.get("force") in ("true", "1", "True"),
+    )
+    if opts.field_validation not in ("Strict", "Warn", "Ignore"):
+        raise bad_request(
+            f"fieldValidation must be one of Strict, Warn, Ignore; got {opts.field_validation!r}"
+        )
+    return opts

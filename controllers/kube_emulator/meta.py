@@ -30,10 +30,6 @@ def now() -> str:
     return str(_now_cache[1])
 
 
-def now_micro() -> str:
-    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
-
-
 def name_causes(tkey: tuple[str, str], name: str, custom: bool) -> list[dict[str, str]]:
     if not name:
         return [
@@ -56,10 +52,8 @@ def name_causes(tkey: tuple[str, str], name: str, custom: bool) -> list[dict[str
                 )
             ]
         return []
-    if (
-        tkey == ("", "events")
-        or tkey == ("events.k8s.io", "events")
-        or (custom is False and tkey[0] == "" and tkey[1] in ("nodes",))
+    if tkey in (("", "events"), ("events.k8s.io", "events")) or (
+        custom is False and tkey[0] == "" and tkey[1] in ("nodes",)
     ):
         # events and nodes take any path-segment name in practice
         if name in (".", "..") or any(c in name for c in _PATH_SEGMENT_BAD):
@@ -196,16 +190,19 @@ def shape_error(md: Any) -> str | None:
     ):
         return "metadata.finalizers must be a list of strings"
     refs = md.get("ownerReferences")
-    if refs is not None:
-        if not isinstance(refs, list) or not all(isinstance(r, dict) for r in refs):
-            return "metadata.ownerReferences must be a list of objects"
-        for i, ref in enumerate(refs):
-            for key in ("apiVersion", "kind", "name", "uid"):
-                if key in ref and not isinstance(ref[key], str):
-                    return f"metadata.ownerReferences[{i}].{key} must be a string"
-            for key in ("controller", "blockOwnerDeletion"):
-                if key in ref and ref[key] is not None and not isinstance(ref[key], bool):
-                    return f"metadata.ownerReferences[{i}].{key} must be a boolean"
+    return None if refs is None else _owner_references_error(refs)
+
+
+def _owner_references_error(refs: Any) -> str | None:
+    if not isinstance(refs, list) or not all(isinstance(r, dict) for r in refs):
+        return "metadata.ownerReferences must be a list of objects"
+    for i, ref in enumerate(refs):
+        for key in ("apiVersion", "kind", "name", "uid"):
+            if key in ref and not isinstance(ref[key], str):
+                return f"metadata.ownerReferences[{i}].{key} must be a string"
+        for key in ("controller", "blockOwnerDeletion"):
+            if key in ref and ref[key] is not None and not isinstance(ref[key], bool):
+                return f"metadata.ownerReferences[{i}].{key} must be a boolean"
     return None
 
 

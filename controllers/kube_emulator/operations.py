@@ -463,68 +463,15 @@ class ApiCore:
         opts: WriteOptions,
         subresource: str = "",
     ) -> tuple[dict[str, Any], list[str]]:
-        try:
-            if ptype == "application/apply-patch+yaml":
-                patch_doc = _load_yaml(raw)
-            else:
-                patch_doc = orjson.loads(raw)
-        except ValueError as exc:
-            raise bad_request(f"the patch body is not valid: {exc}") from exc
-        if ptype == "application/strategic-merge-patch+json" and rt.is_custom:
-            raise ApiError(
-                415,
-                "the body of the request was in an unknown format - accepted "
-                "media types include: application/json-patch+json, "
-                "application/merge-patch+json, application/apply-patch+yaml",
-                "UnsupportedMediaType",
-            )
-        if ptype == "application/apply-patch+yaml" and not opts.field_manager:
-            raise bad_request(
-                "PATCH requests with content type application/apply-patch+yaml "
-                "must set the fieldManager query parameter"
-            )
+        patch_doc = _patch_document(rt, ptype, raw, opts)
         for _ in range(8):
             old = self.store.get(rt.store_key, ns or "", name)
             if old is None:
-                if ptype == "application/apply-patch+yaml":
-                    if not isinstance(patch_doc, dict):
-                        raise bad_request("the applied configuration must be an object")
-                    body = _copy(patch_doc)
-                    opts.managed_fields = server_side_apply.created_fields(
-                        patch_doc, opts.field_manager or "", rt.is_custom, rt.api_version(version)
-                    )
-                    return self.create(rt, version, ns, body, opts)
+                if ptype == APPLY_PATCH:
+                    return self._apply_creates(rt, version, ns, patch_doc, opts)
                 raise not_found(rt.plural, rt.group, name)
             current = self.at_version(rt, old, version)
-            if ptype == "application/merge-patch+json":
-                if not isinstance(patch_doc, dict):
-                    raise bad_request("a merge patch must be a JSON object")
-                # merge_patch copies what it changes and never writes into ``current``, and
-                # the result is copied whole below: the stored object needs no copy first
-                new = merge_patch(current, patch_doc)
-            elif ptype == "application/json-patch+json":
-                new = json_patch(_copy(current), patch_doc)
-            elif ptype == "application/apply-patch+yaml":
-                if not isinstance(patch_doc, dict):
-                    raise bad_request("the applied configuration must be an object")
-                new = server_side_apply.apply(
-                    _copy(current),
-                    _copy(patch_doc),
-                    opts.field_manager or "",
-                    opts.force,
-                    rt.is_custom,
-                    rt.api_version(version),
-                )
-            elif ptype == "application/strategic-merge-patch+json":
-                if not isinstance(patch_doc, dict):
-                    raise bad_request("the patch must be an object")
-                new = strategic_merge_patch(_copy(current), patch_doc)
-            else:
-                raise ApiError(
-                    415,
-                    f"the body of the request was in an unknown format - {ptype!r}",
-                    "UnsupportedMediaType",
-                )
+            new = _patched(rt, version, current, ptype, patch_doc, opts)
             if not isinstance(new, dict):
                 raise bad_request("the patched object is not an object")
             # top-level fields the patch left alone are still the stored (checked) objects
@@ -538,7 +485,7 @@ class ApiCore:
                 raise bad_request("the patch may not change metadata.name")
             patched_rv = new["metadata"].get("resourceVersion")
             wanted = patched_rv if patched_rv != old["metadata"].get("resourceVersion") else None
-            if ptype != "application/apply-patch+yaml" and isinstance(patch_doc, dict):
+            if ptype != APPLY_PATCH and isinstance(patch_doc, dict):
                 asked = (patch_doc.get("metadata") or {}).get("resourceVersion")
                 wanted = asked or wanted
             try:
@@ -546,6 +493,23 @@ class ApiCore:
             except _Retry:
                 continue
         raise conflict(rt.plural, rt.group, name, "the object is changing too fast; try again")
+
+    def _apply_creates(
+        self,
+        rt: ResourceType,
+        version: str,
+        ns: str | None,
+        patch_doc: Any,
+        opts: WriteOptions,
+    ) -> tuple[dict[str, Any], list[str]]:
+        """Server-side apply to an absent object creates it, owned by the field manager."""
+        if not isinstance(patch_doc, dict):
+            raise bad_request("the applied configuration must be an object")
+        body = _copy(patch_doc)
+        opts.managed_fields = server_side_apply.created_fields(
+            patch_doc, opts.field_manager or "", rt.is_custom, rt.api_version(version)
+        )
+        return self.create(rt, version, ns, body, opts)
 
     def _write_update(
         self,
@@ -603,47 +567,8 @@ class ApiCore:
     ) -> dict[str, Any]:
         old_md = old["metadata"]
         if subresource == "status":
-            merged = dict(old)
-            merged["metadata"] = dict(old_md)
-            if "status" in new:
-                merged["status"] = new["status"]
-            else:
-                merged.pop("status", None)
-            merged["apiVersion"] = new["apiVersion"]
-            return merged
-        md = dict(new["metadata"])
-        for k in (
-            "uid",
-            "creationTimestamp",
-            "deletionTimestamp",
-            "deletionGracePeriodSeconds",
-            "generation",
-            "namespace",
-            "name",
-        ):
-            if k in old_md:
-                md[k] = old_md[k]
-            else:
-                md.pop(k, None)
-        md["resourceVersion"] = old_md["resourceVersion"]
-        if "managedFields" not in md and "managedFields" in old_md:
-            md["managedFields"] = old_md["managedFields"]
-        if old_md.get("deletionTimestamp"):
-            added = set(md.get("finalizers") or []) - set(old_md.get("finalizers") or [])
-            if added:
-                raise invalid(
-                    rt.kind,
-                    rt.group,
-                    old_md["name"],
-                    [
-                        field_cause(
-                            "metadata.finalizers",
-                            "Forbidden: no new finalizers can be added if the "
-                            f"object is being deleted, found new finalizers {sorted(added)}",
-                            "FieldValueForbidden",
-                        )
-                    ],
-                )
+            return _status_update(old, new)
+        md = _updated_metadata(rt, old_md, new["metadata"])
         merged = dict(new)
         merged["metadata"] = md
         if "status" in rt.subresources:
@@ -656,19 +581,7 @@ class ApiCore:
         if rt.key == SECRETS_KEY:
             lifecycle.secret_string_data(merged)
         if rt.key == CRD_KEY:
-            causes = check_crd(merged)
-            if causes:
-                raise invalid(rt.kind, rt.group, old_md["name"], causes)
-            if (merged["spec"]["group"], merged["spec"]["names"]["plural"]) != (
-                old["spec"]["group"],
-                old["spec"]["names"]["plural"],
-            ):
-                raise invalid(
-                    rt.kind,
-                    rt.group,
-                    old_md["name"],
-                    [field_cause("spec.names.plural", "Invalid value: field is immutable")],
-                )
+            _check_crd_update(rt, old, merged)
         counted = "status" not in rt.subresources
         if rt.has_generation and meta.spec_of(merged, counted) != meta.spec_of(old, counted):
             md["generation"] = int(old_md.get("generation") or 0) + 1
@@ -764,3 +677,138 @@ def _load_yaml(raw: bytes) -> Any:
             return yaml.safe_load(raw)
         except yaml.YAMLError as exc:
             raise ValueError(str(exc)) from exc
+
+
+APPLY_PATCH = "application/apply-patch+yaml"
+
+
+def _patch_document(rt: ResourceType, ptype: str, raw: bytes, opts: WriteOptions) -> Any:
+    """The patch body, parsed; checks that do not depend on the stored object."""
+    try:
+        patch_doc = _load_yaml(raw) if ptype == APPLY_PATCH else orjson.loads(raw)
+    except ValueError as exc:
+        raise bad_request(f"the patch body is not valid: {exc}") from exc
+    if ptype == "application/strategic-merge-patch+json" and rt.is_custom:
+        raise ApiError(
+            415,
+            "the body of the request was in an unknown format - accepted "
+            "media types include: application/json-patch+json, "
+            "application/merge-patch+json, application/apply-patch+yaml",
+            "UnsupportedMediaType",
+        )
+    if ptype == APPLY_PATCH and not opts.field_manager:
+        raise bad_request(
+            "PATCH requests with content type application/apply-patch+yaml "
+            "must set the fieldManager query parameter"
+        )
+    return patch_doc
+
+
+def _patched(
+    rt: ResourceType,
+    version: str,
+    current: dict[str, Any],
+    ptype: str,
+    patch_doc: Any,
+    opts: WriteOptions,
+) -> Any:
+    """``current`` with the patch applied (a new object: ``current`` is the stored one)."""
+    if ptype == "application/merge-patch+json":
+        if not isinstance(patch_doc, dict):
+            raise bad_request("a merge patch must be a JSON object")
+        # merge_patch copies what it changes and never writes into ``current``, and
+        # the result is copied whole afterwards: the stored object needs no copy first
+        return merge_patch(current, patch_doc)
+    if ptype == "application/json-patch+json":
+        return json_patch(_copy(current), patch_doc)
+    if ptype == APPLY_PATCH:
+        if not isinstance(patch_doc, dict):
+            raise bad_request("the applied configuration must be an object")
+        return server_side_apply.apply(
+            _copy(current),
+            _copy(patch_doc),
+            opts.field_manager or "",
+            opts.force,
+            rt.is_custom,
+            rt.api_version(version),
+        )
+    if ptype == "application/strategic-merge-patch+json":
+        if not isinstance(patch_doc, dict):
+            raise bad_request("the patch must be an object")
+        return strategic_merge_patch(_copy(current), patch_doc)
+    raise ApiError(
+        415,
+        f"the body of the request was in an unknown format - {ptype!r}",
+        "UnsupportedMediaType",
+    )
+
+
+def _status_update(old: dict[str, Any], new: dict[str, Any]) -> dict[str, Any]:
+    """A write to the status subresource changes the status (and the version asked for) only."""
+    merged = dict(old)
+    merged["metadata"] = dict(old["metadata"])
+    if "status" in new:
+        merged["status"] = new["status"]
+    else:
+        merged.pop("status", None)
+    merged["apiVersion"] = new["apiVersion"]
+    return merged
+
+
+# metadata an update cannot change: kept from the stored object (or absent, as there)
+_SERVER_OWNED_METADATA = (
+    "uid",
+    "creationTimestamp",
+    "deletionTimestamp",
+    "deletionGracePeriodSeconds",
+    "generation",
+    "namespace",
+    "name",
+)
+
+
+def _updated_metadata(
+    rt: ResourceType, old_md: dict[str, Any], new_md: dict[str, Any]
+) -> dict[str, Any]:
+    md = dict(new_md)
+    for k in _SERVER_OWNED_METADATA:
+        if k in old_md:
+            md[k] = old_md[k]
+        else:
+            md.pop(k, None)
+    md["resourceVersion"] = old_md["resourceVersion"]
+    if "managedFields" not in md and "managedFields" in old_md:
+        md["managedFields"] = old_md["managedFields"]
+    if old_md.get("deletionTimestamp"):
+        added = set(md.get("finalizers") or []) - set(old_md.get("finalizers") or [])
+        if added:
+            raise invalid(
+                rt.kind,
+                rt.group,
+                old_md["name"],
+                [
+                    field_cause(
+                        "metadata.finalizers",
+                        "Forbidden: no new finalizers can be added if the "
+                        f"object is being deleted, found new finalizers {sorted(added)}",
+                        "FieldValueForbidden",
+                    )
+                ],
+            )
+    return md
+
+
+def _check_crd_update(rt: ResourceType, old: dict[str, Any], merged: dict[str, Any]) -> None:
+    causes = check_crd(merged)
+    if causes:
+        raise invalid(rt.kind, rt.group, old["metadata"]["name"], causes)
+    if (merged["spec"]["group"], merged["spec"]["names"]["plural"]) != (
+        old["spec"]["group"],
+        old["spec"]["names"]["plural"],
+    ):
+        raise invalid(
+            rt.kind,
+            rt.group,
+            old["metadata"]["name"],
+            [field_cause("spec.names.plural", "Invalid value: field is immutable")],
+        )

@@ -103,40 +103,54 @@ def decode_message(data: bytes, msg: Msg) -> dict[str, Any]:
                 raise _Unknown(f"{msg.name} field {number}")
             continue
         name, kind, sub = spec
-        if kind == "str":
-            if value or name in msg.keep_zero:
-                out[name] = bytes(value).decode("utf-8")
-        elif kind == "bytes":
-            out[name] = base64.b64encode(bytes(value)).decode()
-        elif kind == "int":
-            if value or name in msg.keep_zero:
-                out[name] = _signed(value)
-        elif kind == "bool":
-            if value or name in msg.keep_zero:
-                out[name] = bool(value)
-        elif kind == "msg":
-            assert sub is not None
-            decoded = decode_message(bytes(value), sub)
-            if decoded or name in msg.keep_zero:
-                out[name] = decoded
-        elif kind == "list":
+        if kind == "list":
             assert sub is not None
             out.setdefault(name, []).append(decode_message(bytes(value), sub))
         elif kind == "strs":
             out.setdefault(name, []).append(bytes(value).decode("utf-8"))
         elif kind in ("map", "bytesmap", "qtymap"):
-            key, val = "", ""
-            for n, _, v in _fields(bytes(value)):
-                if n == 1:
-                    key = bytes(v).decode("utf-8")
-                elif n == 2 and kind == "map":
-                    val = bytes(v).decode("utf-8")
-                elif n == 2 and kind == "bytesmap":
-                    val = base64.b64encode(bytes(v)).decode()
-                elif n == 2:  # resource.Quantity {1: string}
-                    val = next((bytes(s).decode() for m, _, s in _fields(bytes(v)) if m == 1), "")
+            key, val = _map_entry(kind, bytes(value))
             out.setdefault(name, {})[key] = val
+        elif kind in _SINGLE_KINDS:
+            present, decoded = _single(kind, value, sub)
+            if present or name in msg.keep_zero:
+                out[name] = decoded
     return out
+
+
+_SINGLE_KINDS = frozenset({"str", "bytes", "int", "bool", "msg"})
+
+
+def _single(kind: str, value: Any, sub: Msg | None) -> tuple[bool, Any]:
+    """A singular field's value, and whether it is set (proto3: a zero value is not, except
+    for bytes, which are always kept)."""
+    if kind == "str":
+        return bool(value), bytes(value).decode("utf-8")
+    if kind == "bytes":
+        return True, base64.b64encode(bytes(value)).decode()
+    if kind == "int":
+        return bool(value), _signed(value)
+    if kind == "bool":
+        return bool(value), bool(value)
+    assert sub is not None
+    decoded = decode_message(bytes(value), sub)
+    return bool(decoded), decoded
+
+
+def _map_entry(kind: str, entry: bytes) -> tuple[str, str]:
+    """A map entry {1: key, 2: value}; the value is a string, bytes (base64) or a
+    resource.Quantity {1: string}."""
+    key, val = "", ""
+    for n, _, v in _fields(entry):
+        if n == 1:
+            key = bytes(v).decode("utf-8")
+        elif n == 2 and kind == "map":
+            val = bytes(v).decode("utf-8")
+        elif n == 2 and kind == "bytesmap":
+            val = base64.b64encode(bytes(v)).decode()
+        elif n == 2:  # resource.Quantity {1: string}
+            val = next((bytes(s).decode() for m, _, s in _fields(bytes(v)) if m == 1), "")
+    return key, val
 
 
 def _m(

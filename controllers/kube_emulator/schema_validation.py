@@ -163,74 +163,76 @@ class Validator:
                 "FieldValueNotSupported",
             )
         if isinstance(value, (int, float)) and not isinstance(value, bool):
-            lo, hi = schema.get("minimum"), schema.get("maximum")
-            if lo is not None and (value < lo or (schema.get("exclusiveMinimum") and value == lo)):
-                op = (
-                    "greater than" if schema.get("exclusiveMinimum") else "greater than or equal to"
-                )
-                self._err(
-                    path, f"Invalid value: {_show(value)}: {path} in body should be {op} {lo}"
-                )
-            if hi is not None and (value > hi or (schema.get("exclusiveMaximum") and value == hi)):
-                op = "less than" if schema.get("exclusiveMaximum") else "less than or equal to"
-                self._err(
-                    path, f"Invalid value: {_show(value)}: {path} in body should be {op} {hi}"
-                )
+            self._number_range(value, schema, path)
         if isinstance(value, str):
-            if "minLength" in schema and len(value) < schema["minLength"]:
-                self._err(
-                    path,
-                    f"Invalid value: {_show(value)}: {path} in body should be at "
-                    f"least {schema['minLength']} chars long",
-                )
-            if "maxLength" in schema and len(value) > schema["maxLength"]:
-                self._err(
-                    path,
-                    f"Too long: may not be more than {schema['maxLength']} bytes",
-                    "FieldValueTooLong",
-                )
-            pattern = schema.get("pattern")
-            if pattern and not _regex(pattern).search(value):
-                self._err(
-                    path, f"Invalid value: {_show(value)}: {path} in body should match '{pattern}'"
-                )
-        if isinstance(value, list):
-            if "minItems" in schema and len(value) < schema["minItems"]:
-                self._err(
-                    path,
-                    f"Invalid value: {len(value)}: {path} in body should have at "
-                    f"least {schema['minItems']} items",
-                )
-            if "maxItems" in schema and len(value) > schema["maxItems"]:
-                self._err(
-                    path,
-                    f"Too many: {len(value)}: must have at most {schema['maxItems']} items",
-                    "FieldValueTooMany",
-                )
-        if isinstance(value, dict):
-            if "minProperties" in schema and len(value) < schema["minProperties"]:
-                self._err(
-                    path,
-                    f"Invalid value: {len(value)}: {path} in body should have at "
-                    f"least {schema['minProperties']} properties",
-                )
-            if "maxProperties" in schema and len(value) > schema["maxProperties"]:
-                self._err(
-                    path,
-                    f"Too many: {len(value)}: must have at most {schema['maxProperties']} items",
-                    "FieldValueTooMany",
-                )
-        for key, need in (("anyOf", 1), ("oneOf", 1)):
+            self._string(value, schema, path)
+        if isinstance(value, (list, dict)):
+            self._size(value, schema, path)
+        self._combinators(value, schema, path)
+
+    def _number_range(self, value: float, schema: dict[str, Any], path: str) -> None:
+        lo, hi = schema.get("minimum"), schema.get("maximum")
+        if lo is not None and (value < lo or (schema.get("exclusiveMinimum") and value == lo)):
+            op = "greater than" if schema.get("exclusiveMinimum") else "greater than or equal to"
+            self._err(path, f"Invalid value: {_show(value)}: {path} in body should be {op} {lo}")
+        if hi is not None and (value > hi or (schema.get("exclusiveMaximum") and value == hi)):
+            op = "less than" if schema.get("exclusiveMaximum") else "less than or equal to"
+            self._err(path, f"Invalid value: {_show(value)}: {path} in body should be {op} {hi}")
+
+    def _string(self, value: str, schema: dict[str, Any], path: str) -> None:
+        if "minLength" in schema and len(value) < schema["minLength"]:
+            self._err(
+                path,
+                f"Invalid value: {_show(value)}: {path} in body should be at "
+                f"least {schema['minLength']} chars long",
+            )
+        if "maxLength" in schema and len(value) > schema["maxLength"]:
+            self._err(
+                path,
+                f"Too long: may not be more than {schema['maxLength']} bytes",
+                "FieldValueTooLong",
+            )
+        pattern = schema.get("pattern")
+        if pattern and not _regex(pattern).search(value):
+            self._err(
+                path, f"Invalid value: {_show(value)}: {path} in body should match '{pattern}'"
+            )
+
+    def _size(self, value: list[Any] | dict[str, Any], schema: dict[str, Any], path: str) -> None:
+        """minItems/maxItems of an array, minProperties/maxProperties of an object."""
+        low, high, unit = (
+            ("minItems", "maxItems", "items")
+            if isinstance(value, list)
+            else ("minProperties", "maxProperties", "properties")
+        )
+        if low in schema and len(value) < schema[low]:
+            self._err(
+                path,
+                f"Invalid value: {len(value)}: {path} in body should have at "
+                f"least {schema[low]} {unit}",
+            )
+        if high in schema and len(value) > schema[high]:
+            # kube-apiserver says "items" for objects too
+            self._err(
+                path,
+                f"Too many: {len(value)}: must have at most {schema[high]} items",
+                "FieldValueTooMany",
+            )
+
+    def _passes(self, value: Any, schema: dict[str, Any], path: str) -> bool:
+        probe = Validator()
+        probe._values(value, schema, path)
+        probe._required_only(value, schema, path)
+        return not probe.errors
+
+    def _combinators(self, value: Any, schema: dict[str, Any], path: str) -> None:
+        """anyOf, oneOf and not."""
+        for key in ("anyOf", "oneOf"):
             options = schema.get(key)
             if not options:
                 continue
-            passing = 0
-            for option in options:
-                probe = Validator()
-                probe._values(value, option, path)
-                probe._required_only(value, option, path)
-                passing += not probe.errors
-            if passing < need or (key == "oneOf" and passing > 1):
+            passing = sum(self._passes(value, option, path) for option in options)
+            if passing < 1 or (key == "oneOf" and passing > 1):
                 self._err(
                     path,
                     f"Invalid value: {_show(value)}: {path} in body must validate "
@@ -238,16 +240,12 @@ class Validator:
                     f"schema ({key})",
                 )
         negated = schema.get("not")
-        if negated:
-            probe = Validator()
-            probe._values(value, negated, path)
-            probe._required_only(value, negated, path)
-            if not probe.errors:
-                self._err(
-                    path,
-                    f"Invalid value: {_show(value)}: {path} in body should not "
-                    f"validate the schema (not)",
-                )
+        if negated and self._passes(value, negated, path):
+            self._err(
+                path,
+                f"Invalid value: {_show(value)}: {path} in body should not "
+                f"validate the schema (not)",
+            )
 
     def _required_only(self, value: Any, schema: dict[str, Any], path: str) -> None:
         if isinstance(value, dict):

@@ -84,10 +84,10 @@ def labels_match(reqs: list[Requirement], labels: Mapping[str, str] | None) -> b
     labels = labels or {}
     for key, op, values in reqs:
         present = key in labels
-        if op == "=" or op == "in":
+        if op in ("=", "in"):
             if not present or labels[key] not in values:
                 return False
-        elif op == "!=" or op == "notin":
+        elif op in ("!=", "notin"):
             if present and labels[key] in values:
                 return False
         elif op == "exists":

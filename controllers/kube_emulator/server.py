@@ -12,7 +12,7 @@ from kube_emulator.faults import FaultInjector
 from kube_emulator.http import ApiHTTPServer
 from kube_emulator.operations import ApiCore
 from kube_emulator.options import ServerOptions
-from kube_emulator.tls import CertBundle, TLSUnavailable, make_certificates
+from kube_emulator.tls import CertBundle, make_certificates
 
 
 class ApiServer:
@@ -44,11 +44,7 @@ class ApiServer:
         httpd = ApiHTTPServer((self.options.host, self.options.port), self.core)
         self.options.port = httpd.server_address[1]
         if self.options.tls:
-            try:
-                self.certs = make_certificates(["localhost"], [self.options.host])
-            except TLSUnavailable:
-                self.options.tls = False
-        if self.options.tls and self.certs is not None:
+            self.certs = make_certificates(["localhost"], [self.options.host])
             self._tmp = tempfile.TemporaryDirectory(prefix="kai-apiserver-")
             d = Path(self._tmp.name)
             (d / "tls.crt").write_bytes(self.certs.cert_pem)

@@ -9,6 +9,7 @@ and :mod:`schema_validation`, with unknown fields always allowed.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any
 
 Schema = dict[str, Any]
@@ -177,28 +178,26 @@ def schema_problem(schema: Any, path: str = "openAPIV3Schema") -> str | None:
     for key, expected in _SCHEMA_KEYS_OF_TYPE.items():
         if key in schema and not isinstance(schema[key], expected):
             return f"{path}.{key} has the wrong type"
-    for name, sub in (schema.get("properties") or {}).items():
-        problem = schema_problem(sub, f"{path}.properties[{name}]")
+    for sub, sub_path in _subschemas(schema, path):
+        problem = schema_problem(sub, sub_path)
         if problem:
             return problem
-    for key in ("items", "not"):
-        if isinstance(schema.get(key), dict):
-            problem = schema_problem(schema[key], f"{path}.{key}")
-            if problem:
-                return problem
-    if isinstance(schema.get("additionalProperties"), dict):
-        problem = schema_problem(schema["additionalProperties"], f"{path}.additionalProperties")
-        if problem:
-            return problem
-    for key in ("allOf", "anyOf", "oneOf"):
-        for i, sub in enumerate(schema.get(key) or []):
-            problem = schema_problem(sub, f"{path}.{key}[{i}]")
-            if problem:
-                return problem
     for i, rule in enumerate(schema.get("x-kubernetes-validations") or []):
         if not isinstance(rule, dict) or not isinstance(rule.get("rule"), str):
             return f"{path}.x-kubernetes-validations[{i}].rule must be a string"
     return None
+
+
+def _subschemas(schema: dict[str, Any], path: str) -> Iterator[tuple[Any, str]]:
+    """The schemas nested in ``schema``, with their paths, in the order they are checked."""
+    for name, sub in (schema.get("properties") or {}).items():
+        yield sub, f"{path}.properties[{name}]"
+    for key in ("items", "not", "additionalProperties"):
+        if isinstance(schema.get(key), dict):
+            yield schema[key], f"{path}.{key}"
+    for key in ("allOf", "anyOf", "oneOf"):
+        for i, sub in enumerate(schema.get(key) or []):
+            yield sub, f"{path}.{key}[{i}]"
 
 
 _OBJECT = ("apiVersion", "kind", "metadata")

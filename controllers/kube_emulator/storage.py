@@ -301,12 +301,6 @@ class Store:
                 for w in self.indexed_watches.pop(key):
                     w.end()
 
-    def watch_count(self) -> int:
-        with self.lock:
-            return sum(len(s) for s in self.watches.values()) + sum(
-                len(s) for s in self.indexed_watches.values()
-            )
-
     # -- paged lists ---------------------------------------------------------------------
     def save_snapshot(self, rv: int, items: list[dict[str, Any]]) -> str:
         with self.lock:

@@ -1,17 +1,11 @@
-"""A throw-away certificate authority and serving certificate for ``--tls``.
-
-Uses the ``cryptography`` package when installed, else the ``openssl`` command; without either
-the server falls back to plain HTTP (the caller decides)."""
+"""A throw-away certificate authority and serving certificate for ``--tls``, made with the
+``cryptography`` package (installed with the ``local`` extra, as is this emulator)."""
 
 from __future__ import annotations
 
 import datetime
 import ipaddress
-import shutil
-import subprocess
-import tempfile
 from dataclasses import dataclass
-from pathlib import Path
 
 
 @dataclass(frozen=True)
@@ -21,22 +15,14 @@ class CertBundle:
     key_pem: bytes
 
 
-class TLSUnavailable(RuntimeError):
-    pass
-
-
 def make_certificates(hostnames: list[str], ips: list[str]) -> CertBundle:
-    try:
-        return _with_cryptography(hostnames, ips)
-    except ImportError:
-        return _with_openssl(hostnames, ips)
-
-
-def _with_cryptography(hostnames: list[str], ips: list[str]) -> CertBundle:
+    """A CA valid for 30 days and an EC P-256 serving certificate it signs for the names and
+    addresses given (the first one is the certificate's common name)."""
+    # imported here: only --tls needs it, and every server start would pay its import time
     from cryptography import x509
     from cryptography.hazmat.primitives import hashes, serialization
     from cryptography.hazmat.primitives.asymmetric import ec
-    from cryptography.x509.oid import NameOID
+    from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
     now = datetime.datetime.now(datetime.UTC)
     ca_key = ec.generate_private_key(ec.SECP256R1())
@@ -78,9 +64,7 @@ def _with_cryptography(hostnames: list[str], ips: list[str]) -> CertBundle:
         .not_valid_before(now - datetime.timedelta(minutes=5))
         .not_valid_after(now + datetime.timedelta(days=30))
         .add_extension(x509.SubjectAlternativeName(alt), critical=False)
-        .add_extension(
-            x509.ExtendedKeyUsage([x509.oid.ExtendedKeyUsageOID.SERVER_AUTH]), critical=False
-        )
+        .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH]), critical=False)
         .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
         .sign(ca_key, hashes.SHA256())
     )
@@ -93,71 +77,3 @@ def _with_cryptography(hostnames: list[str], ips: list[str]) -> CertBundle:
             serialization.NoEncryption(),
         ),
     )
-
-
-def _with_openssl(hostnames: list[str], ips: list[str]) -> CertBundle:
-    openssl = shutil.which("openssl")
-    if openssl is None:
-        raise TLSUnavailable(
-            "neither the 'cryptography' package nor the 'openssl' command is "
-            "available to make a certificate"
-        )
-    with tempfile.TemporaryDirectory() as tmp:
-        d = Path(tmp)
-        san = ",".join([f"DNS:{h}" for h in hostnames] + [f"IP:{i}" for i in ips])
-
-        def run(*args: str) -> None:
-            subprocess.run([openssl, *args], check=True, capture_output=True)
-
-        run(
-            "req",
-            "-x509",
-            "-newkey",
-            "ec",
-            "-pkeyopt",
-            "ec_paramgen_curve:prime256v1",
-            "-nodes",
-            "-keyout",
-            str(d / "ca.key"),
-            "-out",
-            str(d / "ca.crt"),
-            "-days",
-            "30",
-            "-subj",
-            "/CN=kai-sim-ca",
-        )
-        run(
-            "req",
-            "-newkey",
-            "ec",
-            "-pkeyopt",
-            "ec_paramgen_curve:prime256v1",
-            "-nodes",
-            "-keyout",
-            str(d / "tls.key"),
-            "-out",
-            str(d / "tls.csr"),
-            "-subj",
-            f"/CN={(hostnames or ips)[0]}",
-        )
-        (d / "ext.cnf").write_text(f"subjectAltName={san}\nextendedKeyUsage=serverAuth\n")
-        run(
-            "x509",
-            "-req",
-            "-in",
-            str(d / "tls.csr"),
-            "-CA",
-            str(d / "ca.crt"),
-            "-CAkey",
-            str(d / "ca.key"),
-            "-CAcreateserial",
-            "-out",
-            str(d / "tls.crt"),
-            "-days",
-            "30",
-            "-extfile",
-            str(d / "ext.cnf"),
-        )
-        return CertBundle(
-            (d / "ca.crt").read_bytes(), (d / "tls.crt").read_bytes(), (d / "tls.key").read_bytes()
-        )

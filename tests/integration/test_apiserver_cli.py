@@ -17,16 +17,6 @@ def _kai() -> list[str]:
     return [exe] if exe else [sys.executable, "-m", "kai.cli"]
 
 
-def _tls_possible() -> bool:
-    from kube_emulator.tls import TLSUnavailable, make_certificates
-
-    try:
-        make_certificates(["localhost"], ["127.0.0.1"])
-    except TLSUnavailable:
-        return False
-    return True
-
-
 @pytest.fixture
 def served(tmp_path):
     kubeconfig = tmp_path / "kubeconfig"
@@ -38,7 +28,7 @@ def served(tmp_path):
     )
     lines = [proc.stdout.readline().strip(), proc.stdout.readline().strip()]
     assert lines[0] == f"kubeconfig: {kubeconfig}", (lines, proc.stderr.read())
-    scheme = "https" if _tls_possible() else "http"
+    scheme = "https"
     assert lines[1].startswith(f"serving: {scheme}://127.0.0.1:")
     yield proc, kubeconfig
     if proc.poll() is None:

@@ -100,93 +100,130 @@ class _Translator:
     ) -> dict[str, Any]:
         schema = dict(schema)
         if "$ref" in schema:
-            ref = schema.pop("$ref")
-            if stack.count(ref) >= RECURSION_DEPTH:
-                # A recursive model (a queue's children) cannot be inlined forever: below this
-                # depth the CRD keeps the objects as they are and admission checks them.
-                return {
-                    "type": "object",
-                    "x-kubernetes-preserve-unknown-fields": True,
-                    "description": f"Nested deeper than {RECURSION_DEPTH} levels: not checked by "
-                    "the CRD schema (kai validate and the admission webhook check it).",
-                }
-            base = dict(self.resolve(ref, path, stack))
-            rules = base.get("x-kubernetes-validations", []) + schema.pop(
-                "x-kubernetes-validations", []
-            )
-            base.update(schema)
-            if rules:
-                base["x-kubernetes-validations"] = rules
-            return self.node(base, path, (*stack, ref))
+            return self._reference(schema, path, stack)
         if "anyOf" in schema:
-            branches = [b for b in schema["anyOf"] if not _is_null(b)]
-            if len(branches) == 1:
-                rest = {k: v for k, v in schema.items() if k != "anyOf"}
-                merged = dict(branches[0])
-                merged.update(rest)  # the field's description wins
-                return self.node(merged, path, stack)
-            schema["anyOf"] = branches
-            if _is_quantity(schema):
-                quantity = {k: v for k, v in schema.items() if k == "description"}
-                quantity.update(_K8S_QUANTITY)
-                return quantity
-            raise CRDError(f"{path}: anyOf {branches} has no structural form")
+            return self._any_of(schema, path, stack)
         for key in ("oneOf", "allOf", "not", "prefixItems", "patternProperties", "if"):
             if key in schema:
                 raise CRDError(f"{path}: {key!r} has no structural form here")
-        out: dict[str, Any] = {}
-        kind = schema.get("type")
-        if isinstance(kind, list):
-            kinds = [k for k in kind if k != "null"]
-            if len(kinds) != 1:
-                raise CRDError(f"{path}: type {kind} has no structural form")
-            kind = kinds[0]
-        if "const" in schema:
-            out["enum"] = [schema["const"]]
-            kind = kind or type_of(schema["const"], path)
-        if kind is None:
-            raise CRDError(f"{path}: no type")
+        kind = _structural_type(schema, path)
+        out: dict[str, Any] = {"enum": [schema["const"]]} if "const" in schema else {}
         out["type"] = kind
         for key, value in schema.items():
             if key in _DROP or key in ("type", "const", "anyOf"):
                 continue
-            if key == "enum":
-                out["enum"] = [v for v in value if v is not None]
-            elif key == "format":
-                if value not in _FORMATS:
-                    raise CRDError(f"{path}: format {value!r} is not understood by Kubernetes")
-                out["format"] = value
-            elif key == "uniqueItems":
-                if value:
-                    items = schema.get("items", {})
-                    if "$ref" in items or items.get("type") in ("object", "array"):
-                        raise CRDError(f"{path}: uniqueItems needs scalar items")
-                    out["x-kubernetes-list-type"] = "set"
-            elif key in ("exclusiveMinimum", "exclusiveMaximum"):
-                bound = "minimum" if key == "exclusiveMinimum" else "maximum"
-                out[bound] = value
-                out[key] = True
-            elif key in _KEEP:
-                out[key] = value
-            elif key == "properties":
-                out["properties"] = {
-                    name: self.node(sub, f"{path}.{name}", stack) for name, sub in value.items()
-                }
-            elif key == "items":
-                out["items"] = self.node(value, f"{path}[]", stack)
-            elif key == "additionalProperties":
-                if value is True:
-                    out["x-kubernetes-preserve-unknown-fields"] = True
-                elif isinstance(value, dict):
-                    if "properties" in schema:
-                        raise CRDError(f"{path}: additionalProperties beside properties")
-                    out["additionalProperties"] = self.node(value, f"{path}{{}}", stack)
-                # False: unknown fields are pruned by the API server; nothing to write.
+            if key in ("properties", "items", "additionalProperties"):
+                self._nested(out, schema, key, value, path, stack)
             else:
-                raise CRDError(f"{path}: keyword {key!r} has no structural form")
-        if kind == "object" and "properties" not in out and "additionalProperties" not in out:
+                _keyword(out, schema, key, value, path)
+        if (
+            out["type"] == "object"
+            and "properties" not in out
+            and "additionalProperties" not in out
+        ):
             out["x-kubernetes-preserve-unknown-fields"] = True
         return out
+
+    def _reference(
+        self, schema: dict[str, Any], path: str, stack: tuple[str, ...]
+    ) -> dict[str, Any]:
+        """A ``$ref`` inlined, its CEL rules and the referring field's keywords merged in."""
+        ref = schema.pop("$ref")
+        if stack.count(ref) >= RECURSION_DEPTH:
+            # A recursive model (a queue's children) cannot be inlined forever: below this
+            # depth the CRD keeps the objects as they are and admission checks them.
+            return {
+                "type": "object",
+                "x-kubernetes-preserve-unknown-fields": True,
+                "description": f"Nested deeper than {RECURSION_DEPTH} levels: not checked by "
+                "the CRD schema (kai validate and the admission webhook check it).",
+            }
+        base = dict(self.resolve(ref, path, stack))
+        rules = base.get("x-kubernetes-validations", []) + schema.pop(
+            "x-kubernetes-validations", []
+        )
+        base.update(schema)
+        if rules:
+            base["x-kubernetes-validations"] = rules
+        return self.node(base, path, (*stack, ref))
+
+    def _any_of(self, schema: dict[str, Any], path: str, stack: tuple[str, ...]) -> dict[str, Any]:
+        """``X | None`` becomes X; a number-or-string quantity becomes int-or-string."""
+        branches = [b for b in schema["anyOf"] if not _is_null(b)]
+        if len(branches) == 1:
+            rest = {k: v for k, v in schema.items() if k != "anyOf"}
+            merged = dict(branches[0])
+            merged.update(rest)  # the field's description wins
+            return self.node(merged, path, stack)
+        schema["anyOf"] = branches
+        if _is_quantity(schema):
+            quantity = {k: v for k, v in schema.items() if k == "description"}
+            quantity.update(_K8S_QUANTITY)
+            return quantity
+        raise CRDError(f"{path}: anyOf {branches} has no structural form")
+
+    def _nested(
+        self,
+        out: dict[str, Any],
+        schema: dict[str, Any],
+        key: str,
+        value: Any,
+        path: str,
+        stack: tuple[str, ...],
+    ) -> None:
+        """properties, items and additionalProperties: the schemas inside, translated."""
+        if key == "properties":
+            out["properties"] = {
+                name: self.node(sub, f"{path}.{name}", stack) for name, sub in value.items()
+            }
+        elif key == "items":
+            out["items"] = self.node(value, f"{path}[]", stack)
+        elif value is True:
+            out["x-kubernetes-preserve-unknown-fields"] = True
+        elif isinstance(value, dict):
+            if "properties" in schema:
+                raise CRDError(f"{path}: additionalProperties beside properties")
+            out["additionalProperties"] = self.node(value, f"{path}{{}}", stack)
+        # additionalProperties False: unknown fields are pruned by the API server
+
+
+def _structural_type(schema: dict[str, Any], path: str) -> str:
+    """The one type of a node: ``[T, "null"]`` is T; a constant's type when none is given."""
+    kind = schema.get("type")
+    if isinstance(kind, list):
+        kinds = [k for k in kind if k != "null"]
+        if len(kinds) != 1:
+            raise CRDError(f"{path}: type {kind} has no structural form")
+        kind = kinds[0]
+    if "const" in schema:
+        kind = kind or type_of(schema["const"], path)
+    if kind is None:
+        raise CRDError(f"{path}: no type")
+    return str(kind)
+
+
+def _keyword(out: dict[str, Any], schema: dict[str, Any], key: str, value: Any, path: str) -> None:
+    """One keyword of a node that holds no nested schema."""
+    if key == "enum":
+        out["enum"] = [v for v in value if v is not None]
+    elif key == "format":
+        if value not in _FORMATS:
+            raise CRDError(f"{path}: format {value!r} is not understood by Kubernetes")
+        out["format"] = value
+    elif key == "uniqueItems":
+        if value:
+            items = schema.get("items", {})
+            if "$ref" in items or items.get("type") in ("object", "array"):
+                raise CRDError(f"{path}: uniqueItems needs scalar items")
+            out["x-kubernetes-list-type"] = "set"
+    elif key in ("exclusiveMinimum", "exclusiveMaximum"):
+        bound = "minimum" if key == "exclusiveMinimum" else "maximum"
+        out[bound] = value
+        out[key] = True
+    elif key in _KEEP:
+        out[key] = value
+    else:
+        raise CRDError(f"{path}: keyword {key!r} has no structural form")
 
 
 def type_of(value: object, path: str) -> str:

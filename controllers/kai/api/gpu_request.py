@@ -250,6 +250,35 @@ def parse_gpu_request(
     ``pod`` is only used in messages (``namespace/name`` reads best). Raises
     :class:`GpuRequestError` on the first rule a pod breaks.
     """
+    _reject_legacy_mig(pod, annotations)
+    raw_fraction = annotations.get(GPU_FRACTION)
+    raw_memory = annotations.get(GPU_MEMORY)
+    whole = _effective(
+        (c, int(_resource_value(pod, c, GPU_RESOURCE, integer=True))) for c in containers
+    )
+    mig = _mig_requests(pod, containers)
+    fraction = _parse_fraction(pod, raw_fraction) if raw_fraction is not None else None
+    memory = (
+        _positive_int(pod, GPU_MEMORY, raw_memory, "of MiB") if raw_memory is not None else None
+    )
+    _check_one_form(pod, whole, fraction, memory, mig)
+    shared = fraction is not None or memory is not None
+    num_devices = _num_devices(pod, annotations.get(GPU_FRACTION_NUM_DEVICES), shared)
+    container = _gpu_container(
+        pod, annotations.get(GPU_FRACTION_CONTAINER_NAME), shared, containers
+    )
+    mps = _mps(pod, annotations.get(MPS), shared)
+    request = GpuRequest(
+        whole=whole,
+        fraction=fraction,
+        memory_mib=float(memory) if memory is not None else None,
+        num_devices=num_devices,
+        mig=tuple(mig),
+    )
+    return ParsedGpuRequest(request=request, container=container, mps=mps)
+
+
+def _reject_legacy_mig(pod: str, annotations: Mapping[str, str]) -> None:
     for key in sorted(annotations):
         if key.startswith(_MIG_PREFIX):
             raise GpuRequestError(
@@ -259,15 +288,9 @@ def parse_gpu_request(
                 f"MIG profile as a container resource instead (resources.limits[{key}])",
             )
 
-    raw_fraction = annotations.get(GPU_FRACTION)
-    raw_memory = annotations.get(GPU_MEMORY)
-    raw_devices = annotations.get(GPU_FRACTION_NUM_DEVICES)
-    raw_container = annotations.get(GPU_FRACTION_CONTAINER_NAME)
-    raw_mps = annotations.get(MPS)
 
-    whole = _effective(
-        (c, int(_resource_value(pod, c, GPU_RESOURCE, integer=True))) for c in containers
-    )
+def _mig_requests(pod: str, containers: Sequence[ContainerResources]) -> list[tuple[str, int]]:
+    """(profile resource, count) for each MIG profile the containers ask for."""
     mig_names = sorted(
         {
             name
@@ -290,11 +313,17 @@ def parse_gpu_request(
         )
         if count > 0:
             mig.append((name, count))
+    return mig
 
-    fraction = _parse_fraction(pod, raw_fraction) if raw_fraction is not None else None
-    memory = (
-        _positive_int(pod, GPU_MEMORY, raw_memory, "of MiB") if raw_memory is not None else None
-    )
+
+def _check_one_form(
+    pod: str,
+    whole: int,
+    fraction: float | None,
+    memory: int | None,
+    mig: list[tuple[str, int]],
+) -> None:
+    """A pod asks for GPUs in one form: whole devices, a share (fraction or memory), or MIG."""
     if fraction is not None and memory is not None:
         raise GpuRequestError(
             pod,
@@ -319,61 +348,59 @@ def parse_gpu_request(
             f"a MIG request cannot be combined with {other}; ask for GPUs in one form only",
         )
 
-    num_devices = 1
-    if raw_devices is not None:
-        if not shared:
-            raise GpuRequestError(
-                pod,
-                f"annotation {GPU_FRACTION_NUM_DEVICES}",
-                f"needs {GPU_FRACTION} or {GPU_MEMORY}: it says on how many devices that share "
-                "is taken",
-            )
-        num_devices = _positive_int(pod, GPU_FRACTION_NUM_DEVICES, raw_devices, "of devices")
 
-    container: str | None = None
-    if raw_container is not None:
-        if not shared:
-            raise GpuRequestError(
-                pod,
-                f"annotation {GPU_FRACTION_CONTAINER_NAME}",
-                f"only applies to a shared-GPU request ({GPU_FRACTION} or {GPU_MEMORY})",
-            )
-        names = [c.name for c in containers]
-        if containers and raw_container not in names:
-            raise GpuRequestError(
-                pod,
-                f"annotation {GPU_FRACTION_CONTAINER_NAME}",
-                f"names no container of the pod ({raw_container!r}; containers: "
-                f"{', '.join(names)})",
-            )
-        container = raw_container
-    elif shared and containers:
-        regular = [c.name for c in containers if not c.init]
-        container = regular[0] if regular else containers[0].name
+def _num_devices(pod: str, raw: str | None, shared: bool) -> int:
+    if raw is None:
+        return 1
+    if not shared:
+        raise GpuRequestError(
+            pod,
+            f"annotation {GPU_FRACTION_NUM_DEVICES}",
+            f"needs {GPU_FRACTION} or {GPU_MEMORY}: it says on how many devices that share "
+            "is taken",
+        )
+    return _positive_int(pod, GPU_FRACTION_NUM_DEVICES, raw, "of devices")
 
-    mps = False
-    if raw_mps is not None:
-        lowered = raw_mps.strip().lower()
-        if lowered not in ("true", "false"):
-            raise GpuRequestError(
-                pod, f"annotation {MPS}", f'must be "true" or "false", got {raw_mps!r}'
-            )
-        mps = lowered == "true"
-        if mps and not shared:
-            raise GpuRequestError(
-                pod,
-                f"annotation {MPS}",
-                f'"true" needs a shared-GPU request ({GPU_FRACTION} or {GPU_MEMORY})',
-            )
 
-    request = GpuRequest(
-        whole=whole,
-        fraction=fraction,
-        memory_mib=float(memory) if memory is not None else None,
-        num_devices=num_devices,
-        mig=tuple(mig),
-    )
-    return ParsedGpuRequest(request=request, container=container, mps=mps)
+def _gpu_container(
+    pod: str, raw: str | None, shared: bool, containers: Sequence[ContainerResources]
+) -> str | None:
+    """The container a shared GPU is given to: the named one, else the first regular one."""
+    if raw is None:
+        if shared and containers:
+            regular = [c.name for c in containers if not c.init]
+            return regular[0] if regular else containers[0].name
+        return None
+    if not shared:
+        raise GpuRequestError(
+            pod,
+            f"annotation {GPU_FRACTION_CONTAINER_NAME}",
+            f"only applies to a shared-GPU request ({GPU_FRACTION} or {GPU_MEMORY})",
+        )
+    names = [c.name for c in containers]
+    if containers and raw not in names:
+        raise GpuRequestError(
+            pod,
+            f"annotation {GPU_FRACTION_CONTAINER_NAME}",
+            f"names no container of the pod ({raw!r}; containers: {', '.join(names)})",
+        )
+    return raw
+
+
+def _mps(pod: str, raw: str | None, shared: bool) -> bool:
+    if raw is None:
+        return False
+    lowered = raw.strip().lower()
+    if lowered not in ("true", "false"):
+        raise GpuRequestError(pod, f"annotation {MPS}", f'must be "true" or "false", got {raw!r}')
+    mps = lowered == "true"
+    if mps and not shared:
+        raise GpuRequestError(
+            pod,
+            f"annotation {MPS}",
+            f'"true" needs a shared-GPU request ({GPU_FRACTION} or {GPU_MEMORY})',
+        )
+    return mps
 
 
 def _containers_of(pod_spec: Mapping[str, object]) -> list[ContainerResources]:

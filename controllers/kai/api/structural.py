@@ -76,6 +76,21 @@ def _check_node(node: Any, path: str, problems: list[str]) -> None:
         if key in node:
             problems.append(f"{path}: {key!r} is not allowed in a structural schema")
     int_or_string = node.get("x-kubernetes-int-or-string") is True
+    _check_type(node, path, problems, int_or_string)
+    _check_shape(node, path, problems)
+    _check_list_type(node, path, problems)
+    _check_rules(node, path, problems)
+    _check_junctors(node, path, problems, int_or_string)
+    additional = node.get("additionalProperties")
+    for name, sub in node.get("properties", {}).items():
+        _check_node(sub, f"{path}.properties.{name}", problems)
+    if isinstance(additional, dict):
+        _check_node(additional, f"{path}.additionalProperties", problems)
+    if isinstance(node.get("items"), dict):
+        _check_node(node["items"], f"{path}.items", problems)
+
+
+def _check_type(node: dict[str, Any], path: str, problems: list[str], int_or_string: bool) -> None:
     preserve = node.get("x-kubernetes-preserve-unknown-fields") is True
     kind = node.get("type")
     if kind is None:
@@ -90,6 +105,11 @@ def _check_node(node: Any, path: str, problems: list[str]) -> None:
             problems.append(f"{path}: int-or-string anyOf must be [integer, string]")
     if node.get("x-kubernetes-preserve-unknown-fields") is False:
         problems.append(f"{path}: x-kubernetes-preserve-unknown-fields must be true or absent")
+
+
+def _check_shape(node: dict[str, Any], path: str, problems: list[str]) -> None:
+    """properties, additionalProperties and items: allowed where the type says so."""
+    kind = node.get("type")
     if node.get("uniqueItems") is True:
         problems.append(f"{path}: uniqueItems is forbidden; use x-kubernetes-list-type: set")
     additional = node.get("additionalProperties")
@@ -105,21 +125,34 @@ def _check_node(node: Any, path: str, problems: list[str]) -> None:
         problems.append(f"{path}: items on a node of type {kind!r}")
     if kind == "array" and "items" not in node:
         problems.append(f"{path}: an array needs items")
+
+
+def _check_list_type(node: dict[str, Any], path: str, problems: list[str]) -> None:
     list_type = node.get("x-kubernetes-list-type")
-    if list_type is not None:
-        items = node.get("items", {})
-        if list_type not in ("atomic", "set", "map"):
-            problems.append(f"{path}: unknown x-kubernetes-list-type {list_type!r}")
-        elif list_type == "set" and items.get("type") in ("object", "array"):
-            problems.append(f"{path}: a set list needs scalar items")
-        elif list_type == "map" and not node.get("x-kubernetes-list-map-keys"):
-            problems.append(f"{path}: a map list needs x-kubernetes-list-map-keys")
-    for key in ("x-kubernetes-validations",):
-        for i, rule in enumerate(node.get(key, [])):
-            if not isinstance(rule, dict) or not rule.get("rule"):
-                problems.append(f"{path}.{key}[{i}]: a validation needs a rule")
-            elif not rule.get("message") and not rule.get("messageExpression"):
-                problems.append(f"{path}.{key}[{i}]: a validation needs a message")
+    if list_type is None:
+        return
+    items = node.get("items", {})
+    if list_type not in ("atomic", "set", "map"):
+        problems.append(f"{path}: unknown x-kubernetes-list-type {list_type!r}")
+    elif list_type == "set" and items.get("type") in ("object", "array"):
+        problems.append(f"{path}: a set list needs scalar items")
+    elif list_type == "map" and not node.get("x-kubernetes-list-map-keys"):
+        problems.append(f"{path}: a map list needs x-kubernetes-list-map-keys")
+
+
+def _check_rules(node: dict[str, Any], path: str, problems: list[str]) -> None:
+    key = "x-kubernetes-validations"
+    for i, rule in enumerate(node.get(key, [])):
+        if not isinstance(rule, dict) or not rule.get("rule"):
+            problems.append(f"{path}.{key}[{i}]: a validation needs a rule")
+        elif not rule.get("message") and not rule.get("messageExpression"):
+            problems.append(f"{path}.{key}[{i}]: a validation needs a message")
+
+
+def _check_junctors(
+    node: dict[str, Any], path: str, problems: list[str], int_or_string: bool
+) -> None:
+    """allOf/anyOf/oneOf/not may only restate what the node itself declares."""
     props, junctor_items, junctor_additional = _junctor_fields(node)
     missing = props - set(node.get("properties", {}))
     if missing:
@@ -132,12 +165,6 @@ def _check_node(node: Any, path: str, problems: list[str]) -> None:
         value = node.get(key)
         for i, sub in enumerate(value if isinstance(value, list) else [value] if value else []):
             _check_junctor_branch(sub, f"{path}.{key}[{i}]", problems, int_or_string)
-    for name, sub in node.get("properties", {}).items():
-        _check_node(sub, f"{path}.properties.{name}", problems)
-    if isinstance(additional, dict):
-        _check_node(additional, f"{path}.additionalProperties", problems)
-    if isinstance(node.get("items"), dict):
-        _check_node(node["items"], f"{path}.items", problems)
 
 
 def structural_problems(schema: dict[str, Any]) -> list[str]:

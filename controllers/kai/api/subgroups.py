@@ -52,21 +52,42 @@ def subgroup_problems(
     operation: Literal["CREATE", "UPDATE"] = "UPDATE",
 ) -> list[SubGroupProblem]:
     """Check a PodGroup's gang thresholds and subgroup tree; errors first, then warnings."""
-    errors: list[SubGroupProblem] = []
-    warnings: list[SubGroupProblem] = []
-
-    def error(path: str, message: str) -> None:
-        errors.append(SubGroupProblem(path, message, "error"))
-
-    def warn(path: str, message: str) -> None:
-        warnings.append(SubGroupProblem(path, message, "warning"))
-
+    out = _Findings()
     if min_member is not None and min_subgroup is not None:
-        error("minSubGroup", "set either minMember or minSubGroup, not both")
+        out.error("minSubGroup", "set either minMember or minSubGroup, not both")
+    children = _tree_problems(rows, out)
+    for i, row in enumerate(rows):
+        _threshold_problems(i, row, children, operation, out)
+    if min_subgroup is not None:
+        direct = children.get(None, 0)
+        if not rows and min_subgroup > 0:
+            out.warn("minSubGroup", "minSubGroup has no effect without subGroups")
+        elif rows and min_subgroup > direct:
+            out.warn(
+                "minSubGroup",
+                f"minSubGroup {min_subgroup} is more than the {direct} direct child subgroups",
+            )
+    return out.errors + out.warnings
+
+
+class _Findings:
+    def __init__(self) -> None:
+        self.errors: list[SubGroupProblem] = []
+        self.warnings: list[SubGroupProblem] = []
+
+    def error(self, path: str, message: str) -> None:
+        self.errors.append(SubGroupProblem(path, message, "error"))
+
+    def warn(self, path: str, message: str) -> None:
+        self.warnings.append(SubGroupProblem(path, message, "warning"))
+
+
+def _tree_problems(rows: Sequence[SubGroupRow], out: _Findings) -> dict[str | None, int]:
+    """Duplicate names, unknown parents and cycles; returns the child count by parent name."""
     index: dict[str, int] = {}
     for i, (name, _, _, _) in enumerate(rows):
         if name in index:
-            error(
+            out.error(
                 f"subGroups[{i}].name",
                 f"subgroup name {name!r} is already used by subGroups[{index[name]}]",
             )
@@ -75,7 +96,7 @@ def subgroup_problems(
     children: dict[str | None, int] = {}
     for i, (name, parent, _, _) in enumerate(rows):
         if parent is not None and parent not in index:
-            error(
+            out.error(
                 f"subGroups[{i}].parent",
                 f"subgroup {name!r} names parent {parent!r}, which is not a subgroup"
                 " of this PodGroup",
@@ -83,52 +104,51 @@ def subgroup_problems(
         children[parent] = children.get(parent, 0) + 1
     for cycle in _cycle_members(rows, index):
         names = " -> ".join(rows[i][0] for i in cycle)
-        error(
+        out.error(
             f"subGroups[{cycle[0]}].parent",
             f"subgroups form a cycle through their parents: {names}",
         )
-    for i, (name, _, member, subgroup) in enumerate(rows):
-        is_leaf = children.get(name, 0) == 0
-        if member is not None and subgroup is not None:
-            error(
+    return children
+
+
+def _threshold_problems(
+    i: int,
+    row: SubGroupRow,
+    children: dict[str | None, int],
+    operation: Literal["CREATE", "UPDATE"],
+    out: _Findings,
+) -> None:
+    """A leaf needs minMember; a subgroup with children is gated by minSubGroup."""
+    name, _, member, subgroup = row
+    if member is not None and subgroup is not None:
+        out.error(
+            f"subGroups[{i}].minSubGroup",
+            f"subgroup {name!r}: set either minMember or minSubGroup, not both",
+        )
+        return
+    if children.get(name, 0) == 0:
+        if member is None:
+            out.error(
+                f"subGroups[{i}].minMember",
+                f"leaf subgroup {name!r} needs minMember (0 makes it fully elastic)",
+            )
+        if subgroup is not None:
+            out.error(
                 f"subGroups[{i}].minSubGroup",
-                f"subgroup {name!r}: set either minMember or minSubGroup, not both",
+                f"leaf subgroup {name!r} has no child subgroups, so minSubGroup does not apply",
             )
-            continue
-        if is_leaf:
-            if member is None:
-                error(
-                    f"subGroups[{i}].minMember",
-                    f"leaf subgroup {name!r} needs minMember (0 makes it fully elastic)",
-                )
-            if subgroup is not None:
-                error(
-                    f"subGroups[{i}].minSubGroup",
-                    f"leaf subgroup {name!r} has no child subgroups, so minSubGroup does not apply",
-                )
+        return
+    if member is not None:
+        message = (
+            f"subgroup {name!r} has child subgroups, so its minMember is ignored; use minSubGroup"
+        )
+        if operation == "CREATE":
+            out.error(f"subGroups[{i}].minMember", message)
         else:
-            if member is not None:
-                message = (
-                    f"subgroup {name!r} has child subgroups, so its minMember is ignored;"
-                    " use minSubGroup"
-                )
-                if operation == "CREATE":
-                    error(f"subGroups[{i}].minMember", message)
-                else:
-                    warn(f"subGroups[{i}].minMember", message)
-            if subgroup is not None and subgroup > children.get(name, 0):
-                warn(
-                    f"subGroups[{i}].minSubGroup",
-                    f"minSubGroup {subgroup} is more than the {children.get(name, 0)}"
-                    f" child subgroups of {name!r}",
-                )
-    if min_subgroup is not None:
-        direct = children.get(None, 0)
-        if not rows and min_subgroup > 0:
-            warn("minSubGroup", "minSubGroup has no effect without subGroups")
-        elif rows and min_subgroup > direct:
-            warn(
-                "minSubGroup",
-                f"minSubGroup {min_subgroup} is more than the {direct} direct child subgroups",
-            )
-    return errors + warnings
+            out.warn(f"subGroups[{i}].minMember", message)
+    if subgroup is not None and subgroup > children.get(name, 0):
+        out.warn(
+            f"subGroups[{i}].minSubGroup",
+            f"minSubGroup {subgroup} is more than the {children.get(name, 0)}"
+            f" child subgroups of {name!r}",
+        )

@@ -190,9 +190,6 @@ def run(args: argparse.Namespace) -> int:
             logger="kai.apiserver",
             kubeconfig=str(args.kubeconfig_out),
         )
-    if options.tls and server.certs is None:
-        message = "no TLS support available (install 'cryptography' or openssl); serving plain HTTP"
-        complain("kai apiserver", message, args.log_format, level="WARNING")
     announce(f"serving: {server.url}", args.log_format, logger="kai.apiserver", url=server.url)
     try:
         while not stop.wait(0.5):

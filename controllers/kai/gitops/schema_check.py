@@ -17,7 +17,7 @@ from __future__ import annotations
 import functools
 import math
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from kai.api.quantity import QuantityError, parse_quantity
@@ -118,34 +118,43 @@ def _queue_item_tail(path: FieldPath) -> FieldPath | None:
 
 def _owned_by_rule(kind: str | None, path: FieldPath, value: Any) -> bool:
     if kind == "QueueTree":
-        if path == ("spec", "parent"):
-            return isinstance(value, str)
-        tail = _queue_item_tail(path)
-        if tail is None and len(path) >= 2 and path[:2] == ("spec", "defaults"):
-            tail = path[2:]
-        if tail is None:
-            return False
-        if tail == ("name",):
-            return isinstance(value, str)
-        if tail == ("priority",):
-            return _is_number(value)
-        if len(tail) == 2 and tail[0] in _RESOURCE_FIELDS and tail[1] in _RESOURCES:
-            if tail[0] == "overQuotaWeight" or tail[1] == "gpu":
-                return _is_number(value)
-            return _quantity_like(value)
-        return False
+        return _queue_tree_owned(path, value)
     if kind == "Queue":
-        if path == ("metadata", "name") or path == ("spec", "parentQueue"):
-            return isinstance(value, str)
-        if path == ("spec", "priority"):
+        return _queue_owned(path, value)
+    return False
+
+
+def _queue_tree_owned(path: FieldPath, value: Any) -> bool:
+    if path == ("spec", "parent"):
+        return isinstance(value, str)
+    tail = _queue_item_tail(path)
+    if tail is None and len(path) >= 2 and path[:2] == ("spec", "defaults"):
+        tail = path[2:]
+    if tail is None:
+        return False
+    if tail == ("name",):
+        return isinstance(value, str)
+    if tail == ("priority",):
+        return _is_number(value)
+    if len(tail) == 2 and tail[0] in _RESOURCE_FIELDS and tail[1] in _RESOURCES:
+        if tail[0] == "overQuotaWeight" or tail[1] == "gpu":
             return _is_number(value)
-        if (
-            len(path) == 4
-            and path[:2] == ("spec", "resources")
-            and path[2] in _RESOURCES
-            and path[3] in _RESOURCE_FIELDS
-        ):
-            return _is_number(value)
+        return _quantity_like(value)
+    return False
+
+
+def _queue_owned(path: FieldPath, value: Any) -> bool:
+    if path in (("metadata", "name"), ("spec", "parentQueue")):
+        return isinstance(value, str)
+    if path == ("spec", "priority"):
+        return _is_number(value)
+    if (
+        len(path) == 4
+        and path[:2] == ("spec", "resources")
+        and path[2] in _RESOURCES
+        and path[3] in _RESOURCE_FIELDS
+    ):
+        return _is_number(value)
     return False
 
 
@@ -224,13 +233,6 @@ def _error_problems(doc: Document, error: Any) -> Iterator[tuple[FieldPath, str,
     path: FieldPath = tuple(error.absolute_path)
     value = error.instance
     validator = error.validator
-    if validator in ("anyOf", "oneOf"):
-        expected = getattr(error, "kai_expected", None)
-        if expected:
-            yield path, "value", f"expected {' or '.join(expected)}, got {_describe(value)}"
-        else:
-            yield path, "value", f"{_describe(value)} does not fit any allowed form"
-        return
     if validator in ("additionalProperties", "unevaluatedProperties") and isinstance(value, dict):
         schema = error.schema
         allowed = sorted(schema.get("properties", {}))
@@ -246,57 +248,82 @@ def _error_problems(doc: Document, error: Any) -> Iterator[tuple[FieldPath, str,
             if name not in value:
                 yield (*path, name), "parent", f"missing required field {name!r}"
         return
-    if validator == "type":
-        wanted = error.validator_value
-        wanted = wanted if isinstance(wanted, list) else [wanted]
-        names = [str(t) for t in wanted if t != "null" or value is None]
-        yield (
-            path,
-            "value",
-            f"expected {' or '.join(_TYPE_WORDS.get(t, t) for t in names)}, got {_describe(value)}",
-        )
-        return
-    if validator == "pattern":
-        from kai.api.quantity import QUANTITY_PATTERN
+    yield path, "value", _value_message(error, value)
 
-        if error.validator_value == QUANTITY_PATTERN:
-            try:
-                parse_quantity(value)
-                message = f"{value!r} is not a Kubernetes quantity"
-            except QuantityError as exc:
-                message = str(exc)
-            yield path, "value", message
-            return
-        yield path, "value", f"{value!r} is not {_pattern_words(error.validator_value)}"
-        return
-    if validator == "enum":
-        options = ", ".join(repr(v) for v in error.validator_value)
-        yield path, "value", f"{_describe(value)} is not allowed; expected one of: {options}"
-        return
-    if validator == "const":
-        yield path, "value", f"expected {error.validator_value!r}, got {_describe(value)}"
-        return
-    if validator in ("minimum", "exclusiveMinimum", "maximum", "exclusiveMaximum"):
-        bound = {
-            "minimum": "at least",
-            "exclusiveMinimum": "more than",
-            "maximum": "at most",
-            "exclusiveMaximum": "less than",
-        }[validator]
-        yield path, "value", f"must be {bound} {error.validator_value}, got {value}"
-        return
-    if validator in ("minLength", "maxLength"):
-        size = "at least" if validator == "minLength" else "at most"
-        yield path, "value", f"must be {size} {error.validator_value} characters long"
-        return
-    if validator in ("minItems", "maxItems"):
-        count = "at least" if validator == "minItems" else "at most"
-        yield path, "value", f"must have {count} {error.validator_value} entries, has {len(value)}"
-        return
-    if validator == "uniqueItems":
-        yield path, "value", "entries must be unique"
-        return
-    yield path, "value", str(error.message)
+
+def _value_message(error: Any, value: Any) -> str:
+    """What is wrong with the value a jsonschema error points at, in words."""
+    describe = _MESSAGES.get(error.validator)
+    return describe(error, value) if describe is not None else str(error.message)
+
+
+def _any_of_message(error: Any, value: Any) -> str:
+    expected = getattr(error, "kai_expected", None)
+    if expected:
+        return f"expected {' or '.join(expected)}, got {_describe(value)}"
+    return f"{_describe(value)} does not fit any allowed form"
+
+
+def _type_message(error: Any, value: Any) -> str:
+    wanted = error.validator_value
+    wanted = wanted if isinstance(wanted, list) else [wanted]
+    names = [str(t) for t in wanted if t != "null" or value is None]
+    return f"expected {' or '.join(_TYPE_WORDS.get(t, t) for t in names)}, got {_describe(value)}"
+
+
+def _enum_message(error: Any, value: Any) -> str:
+    options = ", ".join(repr(v) for v in error.validator_value)
+    return f"{_describe(value)} is not allowed; expected one of: {options}"
+
+
+_BOUND_WORDS = {
+    "minimum": "at least",
+    "exclusiveMinimum": "more than",
+    "maximum": "at most",
+    "exclusiveMaximum": "less than",
+}
+
+
+def _bound_message(error: Any, value: Any) -> str:
+    return f"must be {_BOUND_WORDS[error.validator]} {error.validator_value}, got {value}"
+
+
+def _length_message(error: Any, value: Any) -> str:
+    size = "at least" if error.validator == "minLength" else "at most"
+    return f"must be {size} {error.validator_value} characters long"
+
+
+def _items_message(error: Any, value: Any) -> str:
+    count = "at least" if error.validator == "minItems" else "at most"
+    return f"must have {count} {error.validator_value} entries, has {len(value)}"
+
+
+_MESSAGES: dict[str, Callable[[Any, Any], str]] = {
+    "anyOf": _any_of_message,
+    "oneOf": _any_of_message,
+    "type": _type_message,
+    "pattern": lambda error, value: _pattern_message(error.validator_value, value),
+    "enum": _enum_message,
+    "const": lambda error, value: f"expected {error.validator_value!r}, got {_describe(value)}",
+    **dict.fromkeys(_BOUND_WORDS, _bound_message),
+    "minLength": _length_message,
+    "maxLength": _length_message,
+    "minItems": _items_message,
+    "maxItems": _items_message,
+    "uniqueItems": lambda error, value: "entries must be unique",
+}
+
+
+def _pattern_message(pattern: str, value: Any) -> str:
+    from kai.api.quantity import QUANTITY_PATTERN
+
+    if pattern != QUANTITY_PATTERN:
+        return f"{value!r} is not {_pattern_words(pattern)}"
+    try:
+        parse_quantity(value)
+    except QuantityError as exc:
+        return str(exc)
+    return f"{value!r} is not a Kubernetes quantity"
 
 
 def _non_finite(data: Any, path: FieldPath = ()) -> Iterator[FieldPath]:

@@ -203,31 +203,35 @@ class Binder:
                 if exc.status == 404:
                     return f"PodNotFound: pod {ns}/{pod_name} does not exist"
                 raise
-        owners = [r.get("uid") for r in md.get("ownerReferences") or []]
-        if owners and pod["metadata"].get("uid") not in owners:
-            return f"PodNotFound: pod {ns}/{pod_name} was replaced (uid changed)"
-        assigned = (pod.get("spec") or {}).get("nodeName")
-        if assigned:
-            if assigned == node:
-                return ""
-            return f"AlreadyBound: pod {ns}/{pod_name} is bound to {assigned}, not {node}"
-        if pod["metadata"].get("deletionTimestamp"):
-            return f"PodDeleted: pod {ns}/{pod_name} is being deleted"
+        verdict = _pod_verdict(md, pod, ns, pod_name, node)
+        if verdict is not None:
+            return verdict
         rtype = str(spec.get("receivedResourceType") or "Regular")
-        groups = [str(g) for g in spec.get("selectedGPUGroups") or []]
         if rtype == "Fraction":
-            if not groups:
-                return "InvalidBindRequest: Fraction without spec.selectedGPUGroups"
-            uuids = []
-            for group in groups:
-                uuid = self._reserve(node, group)
-                if uuid is None:
-                    return None
-                uuids.append(uuid)
-            labels = group_labels(groups)
-            pod = patch_if_changed(self.kube, PODS, pod, {"metadata": {"labels": labels}}) or pod
-            portion = str((spec.get("receivedGPU") or {}).get("portion") or "")
-            self._write_configmaps(pod, uuids, portion)
+            waiting_or_failed = self._share_gpus(pod, spec, node)
+            if waiting_or_failed != "":
+                return waiting_or_failed
+        return self._post_binding(ns, pod_name, node, rtype)
+
+    def _share_gpus(self, pod: dict[str, Any], spec: dict[str, Any], node: str) -> str | None:
+        """A fractional bind's GPU groups reserved, labelled on the pod and written to its
+        ConfigMaps: '' when done, None while a reservation pod starts, else the reason."""
+        groups = [str(g) for g in spec.get("selectedGPUGroups") or []]
+        if not groups:
+            return "InvalidBindRequest: Fraction without spec.selectedGPUGroups"
+        uuids = []
+        for group in groups:
+            uuid = self._reserve(node, group)
+            if uuid is None:
+                return None
+            uuids.append(uuid)
+        labels = group_labels(groups)
+        pod = patch_if_changed(self.kube, PODS, pod, {"metadata": {"labels": labels}}) or pod
+        portion = str((spec.get("receivedGPU") or {}).get("portion") or "")
+        self._write_configmaps(pod, uuids, portion)
+        return ""
+
+    def _post_binding(self, ns: str, pod_name: str, node: str, rtype: str) -> str:
         try:
             self.kube.bind(ns, pod_name, node, {RECEIVED_RESOURCE_TYPE: rtype})
         except ApiError as exc:
@@ -400,3 +404,21 @@ class Binder:
                 except KubeError as exc:
                     log.info("cannot delete reservation %s: %s", md["name"], exc)
         return deleted
+
+
+def _pod_verdict(
+    br_md: dict[str, Any], pod: dict[str, Any], ns: str, name: str, node: str
+) -> str | None:
+    """'' when the pod is already on ``node``, a failure reason when it cannot be bound there
+    (replaced, bound elsewhere, being deleted), None when it may be bound."""
+    owners = [r.get("uid") for r in br_md.get("ownerReferences") or []]
+    if owners and pod["metadata"].get("uid") not in owners:
+        return f"PodNotFound: pod {ns}/{name} was replaced (uid changed)"
+    assigned = (pod.get("spec") or {}).get("nodeName")
+    if assigned:
+        if assigned == node:
+            return ""
+        return f"AlreadyBound: pod {ns}/{name} is bound to {assigned}, not {node}"
+    if pod["metadata"].get("deletionTimestamp"):
+        return f"PodDeleted: pod {ns}/{name} is being deleted"
+    return None

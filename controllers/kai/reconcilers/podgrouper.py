@@ -58,6 +58,31 @@ def _annotations(obj: dict[str, Any]) -> dict[str, str]:
     return dict((obj.get("metadata") or {}).get("annotations") or {})
 
 
+def _batch_min_member(annotations: dict[str, str]) -> int:
+    """A batch Job's gang size from its annotation (1 without it)."""
+    if BATCH_MIN_MEMBER not in annotations:
+        return 1
+    raw = annotations[BATCH_MIN_MEMBER]
+    try:
+        min_member = int(raw)
+    except ValueError as exc:
+        raise GroupingError(
+            f"annotation {BATCH_MIN_MEMBER}={raw!r}: must be a positive integer"
+        ) from exc
+    if min_member < 1:
+        raise GroupingError(f"annotation {BATCH_MIN_MEMBER}={raw!r}: must be a positive integer")
+    return min_member
+
+
+def _topology_constraint(annotations: dict[str, str]) -> dict[str, str]:
+    constraint = {"topology": annotations[TOPOLOGY]}
+    if annotations.get(TOPOLOGY_REQUIRED):
+        constraint["requiredTopologyLevel"] = annotations[TOPOLOGY_REQUIRED]
+    if annotations.get(TOPOLOGY_PREFERRED):
+        constraint["preferredTopologyLevel"] = annotations[TOPOLOGY_PREFERRED]
+    return constraint
+
+
 def podgroup_for(
     pod: dict[str, Any], owner: dict[str, Any] | None, queue_label: str = QUEUE_LABEL
 ) -> dict[str, Any]:
@@ -87,20 +112,10 @@ def podgroup_for(
             f"label {PREEMPTIBILITY_LABEL}={preemptibility!r}: "
             "must be preemptible or non-preemptible"
         )
-    min_member = 1
     annotations = _annotations(top)
-    if owner is not None and top.get("kind") == "Job" and BATCH_MIN_MEMBER in annotations:
-        raw = annotations[BATCH_MIN_MEMBER]
-        try:
-            min_member = int(raw)
-        except ValueError as exc:
-            raise GroupingError(
-                f"annotation {BATCH_MIN_MEMBER}={raw!r}: must be a positive integer"
-            ) from exc
-        if min_member < 1:
-            raise GroupingError(
-                f"annotation {BATCH_MIN_MEMBER}={raw!r}: must be a positive integer"
-            )
+    min_member = (
+        _batch_min_member(annotations) if owner is not None and top.get("kind") == "Job" else 1
+    )
     spec: dict[str, Any] = {
         "minMember": min_member,
         "queue": queue,
@@ -111,12 +126,7 @@ def podgroup_for(
     if preemptibility:
         spec["preemptibility"] = preemptibility
     if annotations.get(TOPOLOGY):
-        constraint = {"topology": annotations[TOPOLOGY]}
-        if annotations.get(TOPOLOGY_REQUIRED):
-            constraint["requiredTopologyLevel"] = annotations[TOPOLOGY_REQUIRED]
-        if annotations.get(TOPOLOGY_PREFERRED):
-            constraint["preferredTopologyLevel"] = annotations[TOPOLOGY_PREFERRED]
-        spec["topologyConstraint"] = constraint
+        spec["topologyConstraint"] = _topology_constraint(annotations)
     api_version = top.get("apiVersion") or "v1"
     group, _, version = api_version.rpartition("/")
     owner_md = (
@@ -235,28 +245,40 @@ class PodGrouper:
         existing = _annotations(pod).get(POD_GROUP_ANNOTATION)
         if existing and not refs:
             return True  # a user-managed PodGroup
-        owner = None
-        if refs:
-            ref = next((r for r in refs if r.get("controller")), refs[0])
-            if ref.get("kind") == "Job" and str(ref.get("apiVersion", "")).startswith("batch/"):
-                owner = self.jobs.get(ref.get("name", ""), ns)
-                if owner is None or owner["metadata"].get("uid") != ref.get("uid"):
-                    with self._waiting_lock:  # _on_job re-queues it; back-off retries too
-                        self._waiting_for_owner.setdefault(str(ref.get("uid")), set()).add(
-                            (ns, name)
-                        )
-                    return False
-            else:
-                owner = {
-                    "apiVersion": ref.get("apiVersion"),
-                    "kind": ref.get("kind"),
-                    "metadata": {"name": ref.get("name"), "uid": ref.get("uid")},
-                }
+        known, owner = self._owner_of(ns, name, refs)
+        if not known:
+            return False
         try:
             desired = podgroup_for(pod, owner, self.queue_label)
         except GroupingError as exc:
             self._warn(pod, f"no PodGroup created: {exc}")
             return True
+        return self._write_podgroup(pod, desired)
+
+    def _owner_of(
+        self, ns: str, name: str, refs: list[dict[str, Any]]
+    ) -> tuple[bool, dict[str, Any] | None]:
+        """(False, None) while the pod's owning Job is not in the cache yet (its event
+        re-queues the pod); else (True, the owner or None for a bare pod)."""
+        if not refs:
+            return True, None
+        ref = next((r for r in refs if r.get("controller")), refs[0])
+        if ref.get("kind") == "Job" and str(ref.get("apiVersion", "")).startswith("batch/"):
+            owner = self.jobs.get(ref.get("name", ""), ns)
+            if owner is None or owner["metadata"].get("uid") != ref.get("uid"):
+                with self._waiting_lock:  # _on_job re-queues it; back-off retries too
+                    self._waiting_for_owner.setdefault(str(ref.get("uid")), set()).add((ns, name))
+                return False, None
+            return True, owner
+        return True, {
+            "apiVersion": ref.get("apiVersion"),
+            "kind": ref.get("kind"),
+            "metadata": {"name": ref.get("name"), "uid": ref.get("uid")},
+        }
+
+    def _write_podgroup(self, pod: dict[str, Any], desired: dict[str, Any]) -> bool:
+        """Create (or bring up to date) the pod's PodGroup and annotate the pod with it."""
+        ns, name = pod["metadata"]["namespace"], pod["metadata"]["name"]
         pg_name = desired["metadata"]["name"]
         try:
             current = self.podgroups.get(pg_name, ns)

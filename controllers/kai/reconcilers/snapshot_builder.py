@@ -1,7 +1,7 @@
 """Building the scheduler core's :class:`~kai.scheduler.snapshot.Snapshot` from raw objects.
 
 Input: the informer caches (plain dicts as the API serves them). Output: a Snapshot plus the
-list of objects that could not be understood (:class:`Problem`), each naming the object and
+list of objects that could not be understood (:class:`SkippedObject`), each naming the object and
 the field; such an object is left out of the snapshot and the caller reports it (Event,
 condition) instead of crashing.
 
@@ -65,7 +65,7 @@ _SKIPPED_RESOURCES = frozenset({"cpu", "memory", "pods", "ephemeral-storage", GP
 
 
 @dataclass(frozen=True)
-class Problem:
+class SkippedObject:
     """An object left out of the snapshot, and why."""
 
     obj: dict[str, Any]
@@ -569,7 +569,7 @@ def _pod_key(md: Mapping[str, Any]) -> Any:
 @dataclass
 class BuiltSnapshot:
     snapshot: Snapshot
-    problems: list[Problem] = field(default_factory=list)
+    problems: list[SkippedObject] = field(default_factory=list)
     pods: dict[str, dict[str, Any]] = field(default_factory=dict)  # task uid -> pod
     podgroups: dict[str, dict[str, Any]] = field(default_factory=dict)  # job uid -> PodGroup
     bind_requests: dict[str, dict[str, Any]] = field(default_factory=dict)  # task uid -> BR
@@ -671,27 +671,37 @@ class SnapshotBuilder:
         priority_classes: Iterable[dict[str, Any]] = (),
         now: float | None = None,
     ) -> BuiltSnapshot:
-        problems: list[Problem] = []
-        classes: dict[str, int] = {}
-        default_priority = DEFAULT_PRIORITY
-        for pc in priority_classes:
-            name = (pc.get("metadata") or {}).get("name")
-            try:
-                value = int(pc.get("value", 0))
-            except (TypeError, ValueError):
-                continue
-            if name:
-                classes[str(name)] = value
-            if pc.get("globalDefault"):
-                default_priority = value
-
-        brs_by_pod: dict[tuple[str, str], dict[str, Any] | None] = {}
-        for request in bind_requests:
-            md = request.get("metadata") or {}
-            pod_name = (request.get("spec") or {}).get("podName") or md.get("name")
-            brs_by_pod[(md.get("namespace") or "", str(pod_name))] = request
-
+        problems: list[SkippedObject] = []
+        built = BuiltSnapshot(snapshot=Snapshot(now=0.0, nodes=[], queues=[], jobs=[]))
+        classes, default_priority = _priority_classes(priority_classes)
         # PodGroups first: a pod counts as a task only when its PodGroup is understood
+        parsed_jobs = self._parse_podgroups(podgroups, classes, default_priority, problems)
+        brs_by_pod = _bind_requests_by_pod(bind_requests)
+        pod_tasks = _PodTasks()
+        self._parse_pods(pods, parsed_jobs, brs_by_pod, built, pod_tasks, problems)
+        # BindRequests whose pod is gone (or terminal) are left for the caller to delete
+        built.stale_bind_requests = [br for br in brs_by_pod.values() if br is not None]
+        node_specs = self._parse_nodes(nodes, pod_tasks.foreign, problems)
+        node_names = {n.name for n in node_specs}
+        jobs = _assemble_jobs(parsed_jobs, pod_tasks.by_group, node_names, built)
+        built.snapshot = Snapshot(
+            now=time.time() if now is None else now,
+            nodes=sorted(node_specs, key=lambda n: n.name),
+            queues=_parse_queues(queues, problems),
+            jobs=sorted(jobs, key=lambda j: j.uid),
+            topologies=_parse_topologies(topologies, problems),
+            config=self.config,
+        )
+        built.problems = problems
+        return built
+
+    def _parse_podgroups(
+        self,
+        podgroups: Iterable[dict[str, Any]],
+        classes: Mapping[str, int],
+        default_priority: int,
+        problems: list[SkippedObject],
+    ) -> dict[tuple[str, str], tuple[JobSpec, dict[str, Any]]]:
         parsed_jobs: dict[tuple[str, str], tuple[JobSpec, dict[str, Any]]] = {}
         classes_key = (tuple(sorted(classes.items())), default_priority)
         for pg in podgroups:
@@ -699,14 +709,21 @@ class SnapshotBuilder:
             try:
                 job = self._job_spec(pg, classes, default_priority, classes_key)
             except ObjectError as exc:
-                problems.append(Problem(pg, exc.field, exc.message))
+                problems.append(SkippedObject(pg, exc.field, exc.message))
                 continue
             parsed_jobs[(md.get("namespace") or "", md.get("name") or "")] = (job, pg)
+        return parsed_jobs
 
-        # pods: ours become tasks; others on nodes reduce the node's capacity
-        foreign: dict[str, dict[str, float]] = {}
-        tasks_by_group: dict[tuple[str, str], list[TaskSpec]] = {}
-        built = BuiltSnapshot(snapshot=Snapshot(now=0.0, nodes=[], queues=[], jobs=[]))
+    def _parse_pods(
+        self,
+        pods: Iterable[dict[str, Any]],
+        parsed_jobs: Mapping[tuple[str, str], object],
+        brs_by_pod: dict[tuple[str, str], dict[str, Any] | None],
+        built: BuiltSnapshot,
+        out: _PodTasks,
+        problems: list[SkippedObject],
+    ) -> None:
+        """Ours become tasks of their PodGroup; others on nodes reduce the node's capacity."""
         seen_uids: set[str] = set()
         for pod in pods:
             if is_terminal(pod):
@@ -714,26 +731,18 @@ class SnapshotBuilder:
             md = pod.get("metadata") or {}
             spec = pod.get("spec") or {}
             ns = md.get("namespace") or ""
-            uid = str(md.get("uid") or "")
-            seen_uids.add(uid)
+            seen_uids.add(str(md.get("uid") or ""))
             ours = spec.get("schedulerName") == self.scheduler_name
             if ns == RESERVATION_NAMESPACE and ours:
                 continue  # our GPU reservations: their GPU is the shared group's device
             # (another scheduler's reservation pods hold a whole GPU, like any foreign pod)
             if not ours:
                 if spec.get("nodeName"):
-                    try:
-                        req = _pod_requests(spec, md.get("name") or "")
-                    except ObjectError:
-                        continue
-                    acc = foreign.setdefault(spec["nodeName"], {})
-                    for k, v in req.items():
-                        acc[k] = acc.get(k, 0.0) + v
-                    acc["pods"] = acc.get("pods", 0.0) + 1
+                    out.add_foreign_pod(spec, md)
                 continue
             info = self._pod_info(pod)
             if isinstance(info, ObjectError):
-                problems.append(Problem(pod, info.field, info.message))
+                problems.append(SkippedObject(pod, info.field, info.message))
                 continue
             br = brs_by_pod.pop((ns, info.name), None)
             status, node, br_groups = pod_status(pod, br)
@@ -741,46 +750,25 @@ class SnapshotBuilder:
             if not grouped and node is None:
                 built.ungrouped.append(pod)  # waits for the pod-grouper (or a valid PodGroup)
                 continue
-            groups = br_groups if br_groups is not None else info.gpu_groups
-            task = TaskSpec(
-                uid=info.uid,
-                name=info.name,
-                job=f"{ns}/{info.pod_group}",
-                status=status,
-                cpu_millis=info.cpu_millis,
-                memory_bytes=info.memory_bytes,
-                gpu=info.gpu,
-                node=node,
-                gpu_groups=groups if status is not TaskStatus.PENDING else (),
-                extended=info.extended,
-                subgroup=info.subgroup,
-                priority=info.priority,
-                labels=info.labels,
-                node_selector=info.node_selector,
-                node_affinity=info.node_affinity,
-                tolerations=info.tolerations,
-                pod_affinity=info.pod_affinity,
-                pod_anti_affinity=info.pod_anti_affinity,
-                created_at=info.created_at,
-                namespace=ns,
-            )
             built.pods[info.uid] = pod
             if br is not None:
                 built.bind_requests[info.uid] = br
             if not grouped:
                 # placed without a (valid) PodGroup: it holds its node's capacity all the same
-                acc = foreign.setdefault(node or "", {})
-                acc["cpu"] = acc.get("cpu", 0.0) + info.cpu_millis / 1000.0
-                acc["memory"] = acc.get("memory", 0.0) + info.memory_bytes
-                acc[GPU_RESOURCE] = acc.get(GPU_RESOURCE, 0.0) + info.gpu.whole
-                acc["pods"] = acc.get("pods", 0.0) + 1
+                out.add_ungrouped_pod(node or "", info)
                 continue
-            tasks_by_group.setdefault((ns, str(info.pod_group)), []).append(task)
-        # BindRequests whose pod is gone (or terminal) are left for the caller to delete
-        built.stale_bind_requests = [br for br in brs_by_pod.values() if br is not None]
+            groups = br_groups if br_groups is not None else info.gpu_groups
+            task = _task(info, ns, status, node, groups)
+            out.by_group.setdefault((ns, str(info.pod_group)), []).append(task)
         for uid in [u for u in self._pods if u not in seen_uids]:
             del self._pods[uid]
 
+    def _parse_nodes(
+        self,
+        nodes: Iterable[dict[str, Any]],
+        foreign: Mapping[str, dict[str, float]],
+        problems: list[SkippedObject],
+    ) -> list[NodeSpec]:
         node_specs: list[NodeSpec] = []
         for node_obj in nodes:
             md = node_obj.get("metadata") or {}
@@ -788,59 +776,153 @@ class SnapshotBuilder:
             try:
                 spec_node = self._node_spec(node_obj, foreign.get(node_name))
             except ObjectError as exc:
-                problems.append(Problem(node_obj, exc.field, exc.message))
+                problems.append(SkippedObject(node_obj, exc.field, exc.message))
                 continue
             node_specs.append(spec_node)
-        node_names = {n.name for n in node_specs}
+        return node_specs
 
-        queue_specs: list[QueueSpec] = []
-        ordered = sorted(
-            queues,
-            key=lambda q: (
-                str((q.get("metadata") or {}).get("creationTimestamp") or ""),
-                str((q.get("metadata") or {}).get("uid") or ""),
-            ),
-        )
-        for rank, queue in enumerate(ordered):
-            try:
-                queue_specs.append(parse_queue(queue, float(rank)))
-            except ObjectError as exc:
-                problems.append(Problem(queue, exc.field, exc.message))
 
-        jobs: list[JobSpec] = []
-        for key, (job, pg) in parsed_jobs.items():
-            valid = []
-            for task in tasks_by_group.get(key, ()):
-                if task.node is not None and task.node not in node_names:
-                    if task.status is TaskStatus.BINDING:
-                        # its BindRequest names a node that is gone: pending again
-                        task.status, task.node, task.gpu_groups = TaskStatus.PENDING, None, ()
-                    else:
-                        continue  # on an unknown node: holds nothing we schedule
-                valid.append(task)
-            if not valid:
-                continue
-            job.tasks = valid
-            jobs.append(job)
-            built.podgroups[job.uid] = pg
-            for task in valid:
-                if task.node is not None and task.gpu_groups:
-                    built.existing_groups.setdefault(task.node, set()).update(task.gpu_groups)
+class _PodTasks:
+    """What the pod pass collects: tasks by PodGroup, and per node the requests of the pods
+    that hold its capacity without being tasks (other schedulers', or without a PodGroup)."""
 
-        topo_specs = []
-        for topo in topologies:
-            try:
-                topo_specs.append(parse_topology(topo))
-            except ObjectError as exc:
-                problems.append(Problem(topo, exc.field, exc.message))
+    def __init__(self) -> None:
+        self.by_group: dict[tuple[str, str], list[TaskSpec]] = {}
+        self.foreign: dict[str, dict[str, float]] = {}
 
-        built.snapshot = Snapshot(
-            now=time.time() if now is None else now,
-            nodes=sorted(node_specs, key=lambda n: n.name),
-            queues=queue_specs,
-            jobs=sorted(jobs, key=lambda j: j.uid),
-            topologies=topo_specs,
-            config=self.config,
-        )
-        built.problems = problems
-        return built
+    def add_foreign_pod(self, spec: Mapping[str, Any], md: Mapping[str, Any]) -> None:
+        try:
+            req = _pod_requests(spec, md.get("name") or "")
+        except ObjectError:
+            return
+        acc = self.foreign.setdefault(spec["nodeName"], {})
+        for k, v in req.items():
+            acc[k] = acc.get(k, 0.0) + v
+        acc["pods"] = acc.get("pods", 0.0) + 1
+
+    def add_ungrouped_pod(self, node: str, info: PodInfo) -> None:
+        acc = self.foreign.setdefault(node, {})
+        acc["cpu"] = acc.get("cpu", 0.0) + info.cpu_millis / 1000.0
+        acc["memory"] = acc.get("memory", 0.0) + info.memory_bytes
+        acc[GPU_RESOURCE] = acc.get(GPU_RESOURCE, 0.0) + info.gpu.whole
+        acc["pods"] = acc.get("pods", 0.0) + 1
+
+
+def _task(
+    info: PodInfo,
+    ns: str,
+    status: TaskStatus,
+    node: str | None,
+    groups: tuple[str, ...],
+) -> TaskSpec:
+    return TaskSpec(
+        uid=info.uid,
+        name=info.name,
+        job=f"{ns}/{info.pod_group}",
+        status=status,
+        cpu_millis=info.cpu_millis,
+        memory_bytes=info.memory_bytes,
+        gpu=info.gpu,
+        node=node,
+        gpu_groups=groups if status is not TaskStatus.PENDING else (),
+        extended=info.extended,
+        subgroup=info.subgroup,
+        priority=info.priority,
+        labels=info.labels,
+        node_selector=info.node_selector,
+        node_affinity=info.node_affinity,
+        tolerations=info.tolerations,
+        pod_affinity=info.pod_affinity,
+        pod_anti_affinity=info.pod_anti_affinity,
+        created_at=info.created_at,
+        namespace=ns,
+    )
+
+
+def _priority_classes(priority_classes: Iterable[dict[str, Any]]) -> tuple[dict[str, int], int]:
+    """PriorityClass values by name, and the global default (or DEFAULT_PRIORITY)."""
+    classes: dict[str, int] = {}
+    default_priority = DEFAULT_PRIORITY
+    for pc in priority_classes:
+        name = (pc.get("metadata") or {}).get("name")
+        try:
+            value = int(pc.get("value", 0))
+        except (TypeError, ValueError):
+            continue
+        if name:
+            classes[str(name)] = value
+        if pc.get("globalDefault"):
+            default_priority = value
+    return classes, default_priority
+
+
+def _bind_requests_by_pod(
+    bind_requests: Iterable[dict[str, Any]],
+) -> dict[tuple[str, str], dict[str, Any] | None]:
+    brs_by_pod: dict[tuple[str, str], dict[str, Any] | None] = {}
+    for request in bind_requests:
+        md = request.get("metadata") or {}
+        pod_name = (request.get("spec") or {}).get("podName") or md.get("name")
+        brs_by_pod[(md.get("namespace") or "", str(pod_name))] = request
+    return brs_by_pod
+
+
+def _parse_queues(
+    queues: Iterable[dict[str, Any]], problems: list[SkippedObject]
+) -> list[QueueSpec]:
+    """Queues ranked by creation (then uid): the rank breaks fair-share ties."""
+    queue_specs: list[QueueSpec] = []
+    ordered = sorted(
+        queues,
+        key=lambda q: (
+            str((q.get("metadata") or {}).get("creationTimestamp") or ""),
+            str((q.get("metadata") or {}).get("uid") or ""),
+        ),
+    )
+    for rank, queue in enumerate(ordered):
+        try:
+            queue_specs.append(parse_queue(queue, float(rank)))
+        except ObjectError as exc:
+            problems.append(SkippedObject(queue, exc.field, exc.message))
+    return queue_specs
+
+
+def _parse_topologies(
+    topologies: Iterable[dict[str, Any]], problems: list[SkippedObject]
+) -> list[TopologySpec]:
+    topo_specs = []
+    for topo in topologies:
+        try:
+            topo_specs.append(parse_topology(topo))
+        except ObjectError as exc:
+            problems.append(SkippedObject(topo, exc.field, exc.message))
+    return topo_specs
+
+
+def _assemble_jobs(
+    parsed_jobs: Mapping[tuple[str, str], tuple[JobSpec, dict[str, Any]]],
+    tasks_by_group: Mapping[tuple[str, str], list[TaskSpec]],
+    node_names: set[str],
+    built: BuiltSnapshot,
+) -> list[JobSpec]:
+    """Each understood PodGroup with at least one task on a known node (or pending)."""
+    jobs: list[JobSpec] = []
+    for key, (job, pg) in parsed_jobs.items():
+        valid = []
+        for task in tasks_by_group.get(key, ()):
+            if task.node is not None and task.node not in node_names:
+                if task.status is TaskStatus.BINDING:
+                    # its BindRequest names a node that is gone: pending again
+                    task.status, task.node, task.gpu_groups = TaskStatus.PENDING, None, ()
+                else:
+                    continue  # on an unknown node: holds nothing we schedule
+            valid.append(task)
+        if not valid:
+            continue
+        job.tasks = valid
+        jobs.append(job)
+        built.podgroups[job.uid] = pg
+        for task in valid:
+            if task.node is not None and task.gpu_groups:
+                built.existing_groups.setdefault(task.node, set()).update(task.gpu_groups)
+    return jobs

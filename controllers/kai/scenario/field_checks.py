@@ -1,7 +1,7 @@
 """Type and range checks on plain data, collecting every problem with its field path.
 
 Each check returns the value when it is acceptable and ``None`` otherwise (after recording a
-:class:`Problem`), so a validator can keep going and report all problems of a file at once.
+:class:`FieldProblem`), so a validator can keep going and report all problems of a file at once.
 """
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import math
 from collections.abc import Collection, Iterable
 from typing import Any
 
-from kai.scenario.source import Path, Problem
+from kai.scenario.source import FieldProblem, Path
 
 
 def describe(value: Any) -> str:
@@ -46,14 +46,14 @@ class Checker:
     """Collects problems; each method checks one value at one path."""
 
     def __init__(self) -> None:
-        self.problems: list[Problem] = []
+        self.problems: list[FieldProblem] = []
 
     def fail(self, path: Path, message: str, *, at_key: bool = False) -> None:
-        self.problems.append(Problem(path, message, at_key=at_key))
+        self.problems.append(FieldProblem(path, message, at_key=at_key))
 
     def fail_missing(self, path: Path, key: str, message: str = "required key is missing") -> None:
         """A required key is absent: reported at the mapping that lacks it."""
-        self.problems.append(Problem((*path, key), message, locate=path))
+        self.problems.append(FieldProblem((*path, key), message, locate=path))
 
     def mapping(
         self,

@@ -25,10 +25,6 @@ class Report:
     next_figures: list[dict[str, Figures] | None]
     mismatches: list[Mismatch] | None  # None: not checked
 
-    @property
-    def passed(self) -> bool:
-        return not self.mismatches
-
 
 def build_report(scenario: model.Scenario, rounds: list[Round], *, check: bool) -> Report:
     result_figures = [node_figures(scenario, r.result) for r in rounds]

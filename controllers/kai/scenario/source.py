@@ -21,7 +21,7 @@ Path = tuple[str | int, ...]
 
 
 @dataclass(frozen=True)
-class Problem:
+class FieldProblem:
     """One reason why a file is invalid.
 
     ``path`` names the offending field. The position reported is that of the value at ``locate``
@@ -64,7 +64,7 @@ class Document:
         self.data = data
         self._root = root
         self._composed = root is not None
-        self.problems: list[Problem] = []
+        self.problems: list[FieldProblem] = []
 
     def _root_node(self) -> yaml.Node | None:
         if not self._composed:
@@ -75,7 +75,7 @@ class Document:
                 self._root = None
         return self._root
 
-    def position(self, problem: Problem) -> tuple[int, int]:
+    def position(self, problem: FieldProblem) -> tuple[int, int]:
         """1-based (line, column) of a problem; (1, 1) when it cannot be located."""
         if problem.mark is not None:
             return problem.mark
@@ -91,7 +91,7 @@ class Document:
             node = child
         return (node.start_mark.line + 1, node.start_mark.column + 1)
 
-    def format(self, problem: Problem) -> str:
+    def format(self, problem: FieldProblem) -> str:
         line, column = self.position(problem)
         return f"{self.filename}:{line}:{column}: {format_path(problem.path)}: {problem.message}"
 
@@ -136,7 +136,7 @@ class _Builder:
     """Turns a composed node tree into dicts, lists and scalars, noting repeated keys."""
 
     def __init__(self) -> None:
-        self.problems: list[Problem] = []
+        self.problems: list[FieldProblem] = []
 
     def build(self, node: yaml.Node, path: Path) -> Any:
         if isinstance(node, yaml.MappingNode):
@@ -144,7 +144,9 @@ class _Builder:
             for key_node, value_node in node.value:
                 if not isinstance(key_node, yaml.ScalarNode):
                     self.problems.append(
-                        Problem(path, "a mapping key must be a plain string", mark=_mark(key_node))
+                        FieldProblem(
+                            path, "a mapping key must be a plain string", mark=_mark(key_node)
+                        )
                     )
                     continue
                 key = _scalar_value(key_node)
@@ -156,7 +158,7 @@ class _Builder:
                     key = key_node.value
                 if key in out:
                     self.problems.append(
-                        Problem(
+                        FieldProblem(
                             (*path, key),
                             f"key {key_node.value!r} is repeated in this mapping",
                             mark=_mark(key_node),
@@ -170,7 +172,7 @@ class _Builder:
         try:
             return _scalar_value(node)
         except (yaml.YAMLError, ValueError, TypeError) as exc:
-            self.problems.append(Problem(path, f"unreadable value: {exc}", mark=_mark(node)))
+            self.problems.append(FieldProblem(path, f"unreadable value: {exc}", mark=_mark(node)))
             return None
 
 

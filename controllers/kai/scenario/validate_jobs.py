@@ -50,22 +50,8 @@ def _check_job(
     spec = c.mapping(item, path, _JOB_REQUIRED, _JOB_OPTIONAL)
     if spec is None:
         return None
-    name = c.string(spec["name"], (*path, "name")) if "name" in spec else None
-    if name is not None:
-        if name in seen:
-            c.fail((*path, "name"), f"job {name!r} is defined twice (first at jobs[{seen[name]}])")
-        else:
-            seen[name] = int(path[-1])
-    queue = c.string(spec["queue"], (*path, "queue")) if "queue" in spec else None
-    if queue is not None and ctx.queues_known:
-        if queue not in ctx.queue_names:
-            c.fail((*path, "queue"), f"queue {queue!r} does not exist")
-            queue = None
-        elif queue in ctx.parent_queues:
-            c.fail(
-                (*path, "queue"), f"queue {queue!r} has child queues; jobs belong to leaf queues"
-            )
-            queue = None
+    name = _check_job_name(c, spec, path, seen)
+    queue = _check_job_queue(c, spec, path, ctx)
     priority = c.integer(spec["priority"], (*path, "priority")) if "priority" in spec else None
     preemptible = (
         c.boolean(spec["preemptible"], (*path, "preemptible")) if "preemptible" in spec else None
@@ -79,36 +65,7 @@ def _check_job(
     if raw_tasks is None:
         ctx.tasks_known = False
 
-    gang_ok = True
-    min_available: int | None = None
-    subgroups: tuple[model.SubGroup, ...] = ()
-    info = SubGroupInfo(leaves=None, names=set())
-    if "minAvailable" in spec and "subGroups" in spec:
-        c.fail((*path, "subGroups"), "a job has minAvailable or subGroups, not both")
-        gang_ok = False
-        info.broken = True
-    elif "minAvailable" not in spec and "subGroups" not in spec:
-        c.fail_missing(
-            path, "minAvailable", "a job needs minAvailable or subGroups (neither is given)"
-        )
-        gang_ok = False
-    elif "minAvailable" in spec:
-        min_available = c.integer(spec["minAvailable"], (*path, "minAvailable"), 0)
-        if min_available is None:
-            gang_ok = False
-        elif raw_tasks is not None and min_available > len(raw_tasks):
-            c.fail(
-                (*path, "minAvailable"),
-                f"must not exceed the number of tasks ({len(raw_tasks)}), got {min_available}",
-            )
-            gang_ok = False
-    else:
-        checked = _check_subgroups(c, spec["subGroups"], (*path, "subGroups"), ctx)
-        if checked is None:
-            gang_ok = False
-            info.broken = True
-        else:
-            subgroups, info = checked
+    gang_ok, min_available, subgroups, info = _check_gang(c, spec, path, ctx, raw_tasks)
     min_subgroup_ok, min_subgroup = _check_min_subgroup(c, spec, path)
     topology = (
         _check_topology_ref(c, spec["topology"], (*path, "topology"), ctx)
@@ -161,6 +118,70 @@ def _check_job(
         namespace=namespace,
         tasks=tuple(tasks),
     )
+
+
+def _check_job_name(
+    c: Checker, spec: dict[str, Any], path: Path, seen: dict[str, int]
+) -> str | None:
+    name = c.string(spec["name"], (*path, "name")) if "name" in spec else None
+    if name is not None:
+        if name in seen:
+            c.fail((*path, "name"), f"job {name!r} is defined twice (first at jobs[{seen[name]}])")
+        else:
+            seen[name] = int(path[-1])
+    return name
+
+
+def _check_job_queue(c: Checker, spec: dict[str, Any], path: Path, ctx: Context) -> str | None:
+    """The job's queue: it must exist and be a leaf (when the queues could be read)."""
+    queue = c.string(spec["queue"], (*path, "queue")) if "queue" in spec else None
+    if queue is None or not ctx.queues_known:
+        return queue
+    if queue not in ctx.queue_names:
+        c.fail((*path, "queue"), f"queue {queue!r} does not exist")
+        return None
+    if queue in ctx.parent_queues:
+        c.fail((*path, "queue"), f"queue {queue!r} has child queues; jobs belong to leaf queues")
+        return None
+    return queue
+
+
+def _check_gang(
+    c: Checker,
+    spec: dict[str, Any],
+    path: Path,
+    ctx: Context,
+    raw_tasks: list[Any] | None,
+) -> tuple[bool, int | None, tuple[model.SubGroup, ...], SubGroupInfo]:
+    """The job's gang: ``minAvailable`` or ``subGroups`` (exactly one), as (acceptable,
+    minAvailable, subgroups, what the tasks need to know about the subgroups)."""
+    info = SubGroupInfo(leaves=None, names=set())
+    if "minAvailable" in spec and "subGroups" in spec:
+        c.fail((*path, "subGroups"), "a job has minAvailable or subGroups, not both")
+        info.broken = True
+        return False, None, (), info
+    if "minAvailable" not in spec and "subGroups" not in spec:
+        c.fail_missing(
+            path, "minAvailable", "a job needs minAvailable or subGroups (neither is given)"
+        )
+        return False, None, (), info
+    if "minAvailable" in spec:
+        min_available = c.integer(spec["minAvailable"], (*path, "minAvailable"), 0)
+        if min_available is None:
+            return False, None, (), info
+        if raw_tasks is not None and min_available > len(raw_tasks):
+            c.fail(
+                (*path, "minAvailable"),
+                f"must not exceed the number of tasks ({len(raw_tasks)}), got {min_available}",
+            )
+            return False, min_available, (), info
+        return True, min_available, (), info
+    checked = _check_subgroups(c, spec["subGroups"], (*path, "subGroups"), ctx)
+    if checked is None:
+        info.broken = True
+        return False, None, (), info
+    subgroups, info = checked
+    return True, None, subgroups, info
 
 
 def _check_min_subgroup(c: Checker, spec: dict[str, Any], path: Path) -> tuple[bool, int | None]:
@@ -256,15 +277,7 @@ def _check_subgroups(
     out: list[model.SubGroup] = []
     for i, name, parent, spec in entries:
         sub_path = (*path, i)
-        if parent is not None and parent not in names:
-            c.fail((*sub_path, "parent"), f"subgroup {parent!r} does not exist in this job")
-            good = False
-        elif parent == name:
-            c.fail((*sub_path, "parent"), "a subgroup cannot be its own parent")
-            good = False
-        elif parent is not None and _in_cycle(name, parent_of):
-            c.fail((*sub_path, "parent"), "the subgroup tree has a cycle")
-            good = False
+        good = _check_subgroup_parent(c, (*sub_path, "parent"), name, parent, parent_of) and good
         min_available: int | None = None
         min_subgroup: int | None = None
         if name in parents:
@@ -306,6 +319,22 @@ def _check_subgroups(
         )
     info = SubGroupInfo(leaves=names - parents, names=names, broken=not good)
     return (tuple(out), info) if good else None
+
+
+def _check_subgroup_parent(
+    c: Checker, path: Path, name: str, parent: str | None, parent_of: dict[str, str | None]
+) -> bool:
+    """The parent must be another subgroup of the job, and the tree must have no cycle."""
+    if parent is not None and parent not in parent_of:
+        c.fail(path, f"subgroup {parent!r} does not exist in this job")
+        return False
+    if parent == name:
+        c.fail(path, "a subgroup cannot be its own parent")
+        return False
+    if parent is not None and _in_cycle(name, parent_of):
+        c.fail(path, "the subgroup tree has a cycle")
+        return False
+    return True
 
 
 def _in_cycle(start: str, parent_of: dict[str, str | None]) -> bool:

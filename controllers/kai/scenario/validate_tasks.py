@@ -64,37 +64,12 @@ def check_task(
     spec = c.mapping(item, path, ("name", "status", "request"), _TASK_OPTIONAL)
     if spec is None:
         return None
-    good = True
-    name = c.string(spec["name"], (*path, "name")) if "name" in spec else None
-    if name is not None:
-        ctx.task_names.add(name)
-        if name in task_seen:
-            first = format_path(task_seen[name])
-            c.fail((*path, "name"), f"task {name!r} is defined twice (first at {first})")
-            good = False
-        else:
-            task_seen[name] = path
+    name_ok, name = _check_task_name(c, spec, path, ctx, task_seen)
     status = (
         c.choice(spec["status"], (*path, "status"), model.STATUSES) if "status" in spec else None
     )
-    placed = status in model.PLACED_STATUSES
-    node: str | None = None
-    if spec.get("node") is not None:
-        node = c.string(spec["node"], (*path, "node"))
-        good = good and node is not None
-        if node is not None and ctx.nodes_known and node not in ctx.node_names:
-            c.fail((*path, "node"), f"node {node!r} does not exist")
-            good = False
-            node = None  # no further complaints about gpuGroups prefixes
-        if status is not None and not placed:
-            c.fail((*path, "node"), f"a task with status {status} is not placed and has no node")
-            good = False
-    elif placed:
-        if "node" in spec:
-            c.fail((*path, "node"), f"required for a task with status {status}, got null")
-        else:
-            c.fail_missing(path, "node", f"required for a task with status {status}")
-        good = False
+    node_ok, node = _check_task_node(c, spec, path, ctx, status)
+    good = name_ok and node_ok
     request = _request(c, spec["request"], (*path, "request"), ctx) if "request" in spec else None
     gpu_groups = _check_gpu_groups(c, spec, path, status, node, request)
     subgroup = _check_task_subgroup(c, spec, path, info, job)
@@ -135,6 +110,47 @@ def check_task(
         pod_affinity=terms["podAffinity"],
         pod_anti_affinity=terms["podAntiAffinity"],
     )
+
+
+def _check_task_name(
+    c: Checker, spec: dict[str, Any], path: Path, ctx: Context, task_seen: dict[str, Path]
+) -> tuple[bool, str | None]:
+    """(unique, name): task names are unique across the scenario."""
+    name = c.string(spec["name"], (*path, "name")) if "name" in spec else None
+    if name is None:
+        return True, None
+    ctx.task_names.add(name)
+    if name in task_seen:
+        first = format_path(task_seen[name])
+        c.fail((*path, "name"), f"task {name!r} is defined twice (first at {first})")
+        return False, name
+    task_seen[name] = path
+    return True, name
+
+
+def _check_task_node(
+    c: Checker, spec: dict[str, Any], path: Path, ctx: Context, status: str | None
+) -> tuple[bool, str | None]:
+    """(acceptable, node): a placed task names an existing node, a pending one none."""
+    placed = status in model.PLACED_STATUSES
+    if spec.get("node") is None:
+        if not placed:
+            return True, None
+        if "node" in spec:
+            c.fail((*path, "node"), f"required for a task with status {status}, got null")
+        else:
+            c.fail_missing(path, "node", f"required for a task with status {status}")
+        return False, None
+    node = c.string(spec["node"], (*path, "node"))
+    good = node is not None
+    if node is not None and ctx.nodes_known and node not in ctx.node_names:
+        c.fail((*path, "node"), f"node {node!r} does not exist")
+        good = False
+        node = None  # no further complaints about gpuGroups prefixes
+    if status is not None and not placed:
+        c.fail((*path, "node"), f"a task with status {status} is not placed and has no node")
+        good = False
+    return good, node
 
 
 def _request(c: Checker, value: Any, path: Path, ctx: Context) -> model.Request | None:
@@ -180,16 +196,8 @@ def _check_request(c: Checker, value: Any, path: Path) -> model.Request | None:
     if "gpuMemoryMiB" in spec:
         memory_mib = c.number(spec["gpuMemoryMiB"], (*path, "gpuMemoryMiB"))
         good = good and memory_mib is not None
-    mig: tuple[tuple[str, int], ...] = ()
-    if "mig" in spec:
-        counts = c.count_map(spec["mig"], (*path, "mig"), 1)
-        if counts is None:
-            good = False
-        elif not counts:
-            c.fail((*path, "mig"), "must name at least one MIG profile")
-            good = False
-        else:
-            mig = counts
+    mig_ok, mig = _check_mig(c, spec, path)
+    good = good and mig_ok
     devices = 1
     if "gpuDevices" in spec:
         checked_devices = c.integer(spec["gpuDevices"], (*path, "gpuDevices"), 1)
@@ -203,6 +211,37 @@ def _check_request(c: Checker, value: Any, path: Path) -> model.Request | None:
             good = False
         else:
             devices = checked_devices
+    good = _one_gpu_form(c, spec, path, gpus) and good
+    if not good or cpu is None or memory is None:
+        return None
+    return model.Request(
+        cpu_millis=cpu,
+        memory_bytes=memory,
+        gpus=gpus,
+        gpu_fraction=fraction,
+        gpu_memory_mib=memory_mib,
+        mig=mig,
+        gpu_devices=devices,
+    )
+
+
+def _check_mig(
+    c: Checker, spec: dict[str, Any], path: Path
+) -> tuple[bool, tuple[tuple[str, int], ...]]:
+    if "mig" not in spec:
+        return True, ()
+    counts = c.count_map(spec["mig"], (*path, "mig"), 1)
+    if counts is None:
+        return False, ()
+    if not counts:
+        c.fail((*path, "mig"), "must name at least one MIG profile")
+        return False, ()
+    return True, counts
+
+
+def _one_gpu_form(c: Checker, spec: dict[str, Any], path: Path, gpus: int | None) -> bool:
+    """At most one of gpus, gpuFraction, gpuMemoryMiB; MIG only with gpus: 0 or none."""
+    good = True
     forms = [key for key in _GPU_FORMS if key in spec]
     if len(forms) > 1:
         c.fail(
@@ -218,17 +257,7 @@ def _check_request(c: Checker, value: Any, path: Path) -> model.Request | None:
             "a MIG request comes with gpus: 0 or without gpus, and no other GPU form",
         )
         good = False
-    if not good or cpu is None or memory is None:
-        return None
-    return model.Request(
-        cpu_millis=cpu,
-        memory_bytes=memory,
-        gpus=gpus,
-        gpu_fraction=fraction,
-        gpu_memory_mib=memory_mib,
-        mig=mig,
-        gpu_devices=devices,
-    )
+    return good
 
 
 def _check_gpu_groups(
@@ -302,23 +331,26 @@ def _check_task_subgroup(
             return False
         return ""
     if "subGroup" not in spec:
-        if info.broken:
-            return False
-        c.fail_missing(path, "subGroup", f"required: job {job!r} has subGroups")
+        if not info.broken:
+            c.fail_missing(path, "subGroup", f"required: job {job!r} has subGroups")
         return False
     name = c.string(spec["subGroup"], (*path, "subGroup"))
     if name is None:
         return False
-    if info.broken:
+    if info.broken or _is_leaf_subgroup(c, (*path, "subGroup"), name, info, job):
         return name
+    return False
+
+
+def _is_leaf_subgroup(c: Checker, path: Path, name: str, info: SubGroupInfo, job: str) -> bool:
     assert info.leaves is not None
     if name not in info.names:
-        c.fail((*path, "subGroup"), f"subgroup {name!r} does not exist in job {job!r}")
+        c.fail(path, f"subgroup {name!r} does not exist in job {job!r}")
         return False
     if name not in info.leaves:
-        c.fail((*path, "subGroup"), f"subgroup {name!r} is not a leaf subgroup of job {job!r}")
+        c.fail(path, f"subgroup {name!r} is not a leaf subgroup of job {job!r}")
         return False
-    return name
+    return True
 
 
 def _check_node_affinity(c: Checker, value: Any, path: Path) -> model.NodeAffinity | None:

@@ -184,101 +184,116 @@ class System:
         from kube_emulator.gctune import tune_for_large_caches
 
         tune_for_large_caches()  # the informer caches grow large: see gctune.py
-        o = self.options
-        wanted = set(o.components)
+        wanted = set(self.options.components)
         if "scheduler" in wanted:
-            kube = self._kube()
-            recorder = EventRecorder(kube, "kai-scheduler").start()
-            self.stoppers.append(recorder.stop)
-            informers = make_informers(kube, o.scheduler_name, o.config_map)
-            elector = self._elector(kube, "kai-scheduler", "kai-scheduler")
-            scheduler = Scheduler(
-                kube,
-                informers,
-                recorder,
-                SchedulerOptions(o.scheduler_name, o.period, o.config, config_map=o.config_map),
-                self.metrics,
-                is_leader=(lambda: elector.is_leader) if elector else None,
-            )
-            status = StatusWriter(kube, informers["queues"], period=o.status_period, workers=2)
-            scheduler.result_listeners.append(status)
-            informers.start()
-            self.stoppers.append(informers.stop)
-            informers.wait_synced(sync_timeout)
-            scheduler.start()
-            status.start()
-            self.stoppers.append(status.stop)
-            self.stoppers.append(scheduler.stop)
-            self.scheduler = scheduler
-            self.informers["scheduler"] = informers
+            self._start_scheduler(sync_timeout)
         if "binder" in wanted:
-            kube = self._kube()
-            recorder = EventRecorder(kube, "kai-binder").start()
-            self.stoppers.append(recorder.stop)
-            from kai.kube.resources import BIND_REQUESTS
-
-            binformers = InformerSet(kube)
-            brs = binformers.add("bindrequests", BIND_REQUESTS)
-            pods = binformers.add("pods", PODS)
-            binformers.start()
-            self.stoppers.append(binformers.stop)
-            binformers.wait_synced(sync_timeout)
-            elector = self._elector(kube, "2ad35f9c.kai.scheduler", "kai-binder")
-            self.binder = Binder(
-                kube,
-                brs,
-                pods,
-                recorder,
-                workers=o.binder_workers,
-                is_leader=(lambda: elector.is_leader) if elector else None,
-                scheduler_name=o.scheduler_name,
-            ).start()
-            self.stoppers.append(self.binder.stop)
-            self.informers["binder"] = binformers
+            self._start_binder(sync_timeout)
         if "podgrouper" in wanted:
-            kube = self._kube()
-            recorder = EventRecorder(kube, "kai-podgrouper").start()
-            self.stoppers.append(recorder.stop)
-            ginformers = InformerSet(kube)
-            gpods = ginformers.add(
-                "pods", PODS, field_selector=f"spec.schedulerName={o.scheduler_name}"
-            )
-            jobs = ginformers.add("jobs", JOBS)
-            pgs = ginformers.add("podgroups", PODGROUPS)
-            ginformers.start()
-            self.stoppers.append(ginformers.stop)
-            ginformers.wait_synced(sync_timeout)
-            self.grouper = PodGrouper(
-                kube,
-                gpods,
-                jobs,
-                pgs,
-                recorder,
-                scheduler_name=o.scheduler_name,
-                workers=o.grouper_workers,
-                queue_label=o.queue_label,
-            ).start()
-            self.stoppers.append(self.grouper.stop)
-            self.informers["podgrouper"] = ginformers
+            self._start_podgrouper(sync_timeout)
         if "nodes" in wanted:
-            kube = self._kube()
-            from kai.kube.resources import NODES
-
-            ninformers = InformerSet(kube)
-            nodes: Informer = ninformers.add("nodes", NODES)
-            npods = ninformers.add("pods", PODS)
-            lifecycle = NodeLifecycle(kube, nodes)
-            ninformers.start()
-            self.stoppers.append(ninformers.stop)
-            self.stoppers.append(lifecycle.stop)
-            ninformers.wait_synced(sync_timeout)
-            if o.kubelet:
-                self.kubelet = Kubelet(
-                    kube, npods, nodes, termination_delay=o.kubelet_termination_delay
-                ).start()
-                self.stoppers.append(self.kubelet.stop)
-            self.informers["nodes"] = ninformers
+            self._start_nodes(sync_timeout)
         return self
+
+    def _start_scheduler(self, sync_timeout: float) -> None:
+        o = self.options
+        kube = self._kube()
+        recorder = EventRecorder(kube, "kai-scheduler").start()
+        self.stoppers.append(recorder.stop)
+        informers = make_informers(kube, o.scheduler_name, o.config_map)
+        elector = self._elector(kube, "kai-scheduler", "kai-scheduler")
+        scheduler = Scheduler(
+            kube,
+            informers,
+            recorder,
+            SchedulerOptions(o.scheduler_name, o.period, o.config, config_map=o.config_map),
+            self.metrics,
+            is_leader=(lambda: elector.is_leader) if elector else None,
+        )
+        status = StatusWriter(kube, informers["queues"], period=o.status_period, workers=2)
+        scheduler.result_listeners.append(status)
+        informers.start()
+        self.stoppers.append(informers.stop)
+        informers.wait_synced(sync_timeout)
+        scheduler.start()
+        status.start()
+        self.stoppers.append(status.stop)
+        self.stoppers.append(scheduler.stop)
+        self.scheduler = scheduler
+        self.informers["scheduler"] = informers
+
+    def _start_binder(self, sync_timeout: float) -> None:
+        from kai.kube.resources import BIND_REQUESTS
+
+        kube = self._kube()
+        recorder = EventRecorder(kube, "kai-binder").start()
+        self.stoppers.append(recorder.stop)
+        binformers = InformerSet(kube)
+        brs = binformers.add("bindrequests", BIND_REQUESTS)
+        pods = binformers.add("pods", PODS)
+        binformers.start()
+        self.stoppers.append(binformers.stop)
+        binformers.wait_synced(sync_timeout)
+        elector = self._elector(kube, "2ad35f9c.kai.scheduler", "kai-binder")
+        self.binder = Binder(
+            kube,
+            brs,
+            pods,
+            recorder,
+            workers=self.options.binder_workers,
+            is_leader=(lambda: elector.is_leader) if elector else None,
+            scheduler_name=self.options.scheduler_name,
+        ).start()
+        self.stoppers.append(self.binder.stop)
+        self.informers["binder"] = binformers
+
+    def _start_podgrouper(self, sync_timeout: float) -> None:
+        o = self.options
+        kube = self._kube()
+        recorder = EventRecorder(kube, "kai-podgrouper").start()
+        self.stoppers.append(recorder.stop)
+        ginformers = InformerSet(kube)
+        gpods = ginformers.add(
+            "pods", PODS, field_selector=f"spec.schedulerName={o.scheduler_name}"
+        )
+        jobs = ginformers.add("jobs", JOBS)
+        pgs = ginformers.add("podgroups", PODGROUPS)
+        ginformers.start()
+        self.stoppers.append(ginformers.stop)
+        ginformers.wait_synced(sync_timeout)
+        self.grouper = PodGrouper(
+            kube,
+            gpods,
+            jobs,
+            pgs,
+            recorder,
+            scheduler_name=o.scheduler_name,
+            workers=o.grouper_workers,
+            queue_label=o.queue_label,
+        ).start()
+        self.stoppers.append(self.grouper.stop)
+        self.informers["podgrouper"] = ginformers
+
+    def _start_nodes(self, sync_timeout: float) -> None:
+        """The node lifecycle controller and, unless disabled, the simulated kubelet."""
+        from kai.kube.resources import NODES
+
+        o = self.options
+        kube = self._kube()
+        ninformers = InformerSet(kube)
+        nodes: Informer = ninformers.add("nodes", NODES)
+        npods = ninformers.add("pods", PODS)
+        lifecycle = NodeLifecycle(kube, nodes)
+        ninformers.start()
+        self.stoppers.append(ninformers.stop)
+        self.stoppers.append(lifecycle.stop)
+        ninformers.wait_synced(sync_timeout)
+        if o.kubelet:
+            self.kubelet = Kubelet(
+                kube, npods, nodes, termination_delay=o.kubelet_termination_delay
+            ).start()
+            self.stoppers.append(self.kubelet.stop)
+        self.informers["nodes"] = ninformers
 
     def stop(self) -> None:
         # components first (reverse start order), then informers and clients

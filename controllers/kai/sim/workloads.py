@@ -21,7 +21,7 @@ from kai.sim.kubelet import DURATION_ANNOTATION
 QUEUE_LABEL = "kai.scheduler/queue"
 
 
-def pod_manifest(
+def pod_manifest(  # noqa: PLR0913  one keyword (defaulted) per pod field it writes
     name: str,
     namespace: str,
     queue: str | None,
