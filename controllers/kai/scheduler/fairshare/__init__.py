@@ -60,6 +60,7 @@ order, so results never depend on input list order.
 from kai.scheduler.fairshare.capacity import NON_PREEMPTIBLE_OVER_QUOTA, OVER_LIMIT
 from kai.scheduler.fairshare.division import ShareInput, divide, divide_level, divide_tree
 from kai.scheduler.fairshare.proportion import Proportion
+from kai.scheduler.fairshare.queue_index import QueueIndex
 from kai.scheduler.fairshare.queue_order import QueueOrderKey
 from kai.scheduler.fairshare.reclaim import (
     ReclaimVerdict,
@@ -68,15 +69,14 @@ from kai.scheduler.fairshare.reclaim import (
     victim_chunks,
 )
 from kai.scheduler.fairshare.resources import EPS, Vector, to_mapping, to_vector
-from kai.scheduler.fairshare.tree import QueueTree
 
 __all__ = [
     "EPS",
     "NON_PREEMPTIBLE_OVER_QUOTA",
     "OVER_LIMIT",
     "Proportion",
+    "QueueIndex",
     "QueueOrderKey",
-    "QueueTree",
     "ReclaimVerdict",
     "ShareInput",
     "Vector",

@@ -21,6 +21,7 @@ from kai.scheduler.fairshare.capacity import (
     over_limit,
 )
 from kai.scheduler.fairshare.division import divide_tree, queue_resource
+from kai.scheduler.fairshare.queue_index import QueueIndex
 from kai.scheduler.fairshare.queue_order import QueueOrderKey
 from kai.scheduler.fairshare.reclaim import ReclaimVerdict, VictimLike, judge_reclaim
 from kai.scheduler.fairshare.resources import (
@@ -33,7 +34,6 @@ from kai.scheduler.fairshare.resources import (
     to_mapping,
     to_vector,
 )
-from kai.scheduler.fairshare.tree import QueueTree
 from kai.scheduler.result import QueueShare, Reason
 from kai.scheduler.snapshot import MANAGED_RESOURCES, UNLIMITED, QueueSpec
 
@@ -72,7 +72,7 @@ class Proportion:
         enabled: bool = True,
         reclaimer_saturation_multiplier: float = 1.0,
     ) -> None:
-        self.tree = QueueTree(queues)
+        self.tree = QueueIndex(queues)
         self.enabled = enabled
         self.total_capacity: Vector = to_vector(total_capacity)
         self.k_value = max(0.0, float(k_value))
