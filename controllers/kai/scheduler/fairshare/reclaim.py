@@ -125,7 +125,9 @@ def _leveled(p: Proportion, reclaimer: int, victim: int) -> tuple[int, int]:
     return pair
 
 
-def _ratio(allocated: float, fair: float) -> float:
+def saturation_ratio(allocated: float, fair: float) -> float:
+    """allocated / fair share as the saturation rule reads it (fair 0: infinite when something
+    is allocated, else 0; unlimited: 0)."""
     if fair == UNLIMITED:
         return 0.0
     if fair == 0:
@@ -171,7 +173,7 @@ def judge_reclaim(
         side_r, side_v = _leveled(p, rq, vq)
         involved[vq] = set().union(*(_involved(v) for v, _ in groups[vq]))
         if side_v not in remaining:
-            remaining[side_v] = list(p._get(p._alloc, side_v))
+            remaining[side_v] = list(p.allocated_at(side_v))
         left = remaining[side_v]
         ancestors = tree.ancestors[vq]
         for v, elastic in groups[vq]:
@@ -184,12 +186,12 @@ def judge_reclaim(
                     f"queue '{names[side_v]}' may not lose {what} of queue '{names[vq]}' "
                     f"({_vec_text(v)}) to queue '{names[side_r]}': it would keep only "
                     f"{_vec_text(left)} before the loss, which is not above its allocatable "
-                    f"share ({_vec_text(p._allocatable[side_v])}), and the reclaimer side is "
-                    f"not within its quota while the victim side is above its own",
+                    f"share ({_vec_text(p.allocatable_share_at(side_v))}), and the reclaimer "
+                    f"side is not within its quota while the victim side is above its own",
                 )
             for a in ancestors:
                 if a not in remaining:
-                    remaining[a] = list(p._get(p._alloc, a))
+                    remaining[a] = list(p.allocated_at(a))
                 rem = remaining[a]
                 rem[0] -= v[0]
                 rem[1] -= v[1]
@@ -219,19 +221,19 @@ def _saturation(
     for level in tree.ancestors[rq]:
         base = remaining.get(level)
         if base is None:
-            base = list(p._get(p._alloc, level))
+            base = list(p.allocated_at(level))
         mine = (base[0] + req[0], base[1] + req[1], base[2] + req[2])
-        fair_r = p._fair[level]
+        fair_r = p.fair_share_at(level)
         for sib in sorted(remaining):
             if sib == level or tree.parents[sib] != tree.parents[level]:
                 continue
             theirs = remaining[sib]
-            fair_s = p._fair[sib]
+            fair_s = p.fair_share_at(sib)
             for k in sorted(involved.get(sib, set()) | req_involved):
                 if fair_r[k] == UNLIMITED and fair_s[k] == UNLIMITED:
                     continue
-                ratio_r = _ratio(mine[k], fair_r[k])
-                ratio_s = _ratio(theirs[k], fair_s[k])
+                ratio_r = saturation_ratio(mine[k], fair_r[k])
+                ratio_s = saturation_ratio(theirs[k], fair_s[k])
                 if ratio_r > 1 + EPS and fair_s[k] > 0 and ratio_r * mult >= ratio_s - EPS:
                     if not explain:
                         return _REFUSED
@@ -242,16 +244,16 @@ def _saturation(
                         f"{ratio_r:.4g} (x{mult:g}) vs {ratio_s:.4g}",
                     )
         if not reclaimer_preemptible:
-            alloc_np = p._get(p._alloc_np, level)
+            alloc_np = p.allocated_non_preemptible_at(level)
             with_job = (alloc_np[0] + req[0], alloc_np[1] + req[1], alloc_np[2] + req[2])
-            if not all_leq_unlimited(with_job, p._deserved[level]):
+            if not all_leq_unlimited(with_job, p.deserved_at(level)):
                 if not explain:
                     return _REFUSED
                 return ReclaimVerdict(
                     False,
                     f"non-preemptible job would take queue '{names[level]}' over its quota: "
                     f"non-preemptible allocated with the job {_vec_text(with_job)}, quota "
-                    f"{_vec_text(p._deserved[level])}",
+                    f"{_vec_text(p.deserved_at(level))}",
                 )
     return ReclaimVerdict(
         True, "reclaim keeps every queue within the fairness rules" if explain else ""
@@ -382,7 +384,7 @@ def _grow(
         dens, taken_b = _widen(dens, taken_b, v, add=True)
         for a in ancestors:
             if a not in remaining:
-                dens, alloc_b = _widen(dens, alloc_b, p._get(p._alloc, a), add=False)
+                dens, alloc_b = _widen(dens, alloc_b, p.allocated_at(a), add=False)
         exact = all((alloc_b[k] + taken_b[k]) * dens[k] < _EXACT_LIMIT for k in RESOURCE_INDEXES)
     if in_order:
         if not _take(p, rq, req, remaining, involved, tails, base.last, vq, v):
@@ -452,7 +454,7 @@ def _take(
     mine = involved[vq] | _involved(v) if vq == last else _involved(v)
     involved[vq] = mine
     if side_v not in remaining:
-        remaining[side_v] = list(p._get(p._alloc, side_v))
+        remaining[side_v] = list(p.allocated_at(side_v))
     if not _fits_strategy(p, req, side_r, side_v, remaining[side_v]):
         return False
     tails[side_v] = (vq, v)
@@ -472,7 +474,7 @@ def _subtract(
     first time) and mark the chunk's resources as involved there; in place."""
     for a in ancestors:
         if a not in remaining:
-            remaining[a] = list(p._get(p._alloc, a))
+            remaining[a] = list(p.allocated_at(a))
         rem = remaining[a]
         rem[0] -= v[0]
         rem[1] -= v[1]
@@ -484,11 +486,11 @@ def _fits_strategy(
     p: Proportion, req: Vector, side_r: int, side_v: int, left: Sequence[float]
 ) -> bool:
     # MaintainFairShare: the victim side is above its allocatable share somewhere.
-    if not all_leq_unlimited(left, p._allocatable[side_v]):
+    if not all_leq_unlimited(left, p.allocatable_share_at(side_v)):
         return True
     # GuaranteeDeservedQuota: the reclaimer side stays within quota, the victim side is above.
-    alloc_r = p._get(p._alloc, side_r)
+    alloc_r = p.allocated_at(side_r)
     with_job = (alloc_r[0] + req[0], alloc_r[1] + req[1], alloc_r[2] + req[2])
-    return all_leq_unlimited(with_job, p._deserved[side_r]) and not all_leq_unlimited(
-        left, p._deserved[side_v]
+    return all_leq_unlimited(with_job, p.deserved_at(side_r)) and not all_leq_unlimited(
+        left, p.deserved_at(side_v)
     )
