@@ -6,7 +6,7 @@ job within its quota) — ``Proportion.can_reclaim``, checked on the live accoun
 is popped, so the reclaimers of one queue stop at its fair share. Victims: preemptible jobs of
 other queues, minus those protected by ``reclaimMinRuntime`` (they may lose extras only). Each
 candidate unit is accepted only if the whole set so far is still fair
-(``Proportion.judge_reclaim`` against the queue state cloned when the job's search starts);
+(``fairshare.ReclaimJudge`` against the queue state cloned when the job's search starts);
 since a refused unit's queue side can only get less over-served, its later units are skipped.
 The smallest accepted victim prefix that lets the job fit is then trimmed to what the job needs;
 with ``allowConsolidatingReclaim`` victims that can be re-placed elsewhere are moved instead of
@@ -20,15 +20,7 @@ from operator import attrgetter
 from typing import TYPE_CHECKING
 
 from kai.scheduler.actions.eviction_common import Context, note, run_jobs
-from kai.scheduler.fairshare.reclaim import (
-    EMPTY_FAIR_SET,
-    FairSet,
-    NotGrowable,
-    VictimChunk,
-    can_grow,
-    fair_set,
-    grow_fair_set,
-)
+from kai.scheduler.fairshare.reclaim import EMPTY_FAIR_SET, FairSet, ReclaimJudge, VictimChunk
 from kai.scheduler.fairshare.resources import Vector
 from kai.scheduler.jobs import JobInfo, TaskInfo
 from kai.scheduler.plugins.min_runtime import reclaim_protected
@@ -91,19 +83,20 @@ def _attempt(
         statement.discard()
         _note_failed(session, job)
         return True
-    before = proportion.clone()
-    verdicts = context.verdicts((before.state_key(), job.queue, request, job.preemptible))
+    # judged against the queues as they are when the search starts (KAI's clone)
+    judge = ReclaimJudge(proportion.clone(), job.queue, request, job.preemptible)
+    verdicts = context.verdicts((proportion.state_key(), job.queue, request, job.preemptible))
 
     def fair(units: list[VictimUnit]) -> bool:
         key = tuple(map(_LIKENESS, units))
         verdict = verdicts.get(key)
         if verdict is None:
-            verdict = before.reclaim_is_fair(job.queue, request, chunks(units), job.preemptible)
+            verdict = judge.judge(chunks(units)) is not None
             verdicts[key] = verdict
         return verdict
 
-    # the acceptors' sets, judged fair, as step 1 of the judgement left them: a set grown by
-    # one unit is judged from its base in O(queues) (same verdicts, see ``grow_fair_set``)
+    # the acceptors' sets, judged fair: a set grown by one unit is judged from its base in
+    # O(queues) (the same verdict, see ``ReclaimJudge.grow``)
     grown_sets: dict[tuple[object, ...], FairSet] = {(): EMPTY_FAIR_SET}
 
     def fair_with(unit: VictimUnit, taken: list[VictimUnit]) -> bool:
@@ -114,13 +107,8 @@ def _attempt(
             return verdict
         chunk = VictimChunk(unit.queue, unit.resources, unit.kind == EXTRA)
         base = grown_sets.get(base_key)
-        grown: FairSet | None
-        try:
-            if base is None or not can_grow(before, base, unit.queue):
-                raise NotGrowable
-            grown = grow_fair_set(before, job.queue, request, base, chunk, job.preemptible)
-        except NotGrowable:
-            grown = fair_set(before, job.queue, request, [*chunks(taken), chunk], job.preemptible)
+        # a base is missing when ``taken`` was judged as a whole by ``fair`` only
+        grown = judge.judge([*chunks(taken), chunk]) if base is None else judge.grow(base, chunk)
         if grown is not None:
             grown_sets[key] = grown
         verdicts[key] = verdict = grown is not None

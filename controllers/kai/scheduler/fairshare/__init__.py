@@ -40,8 +40,10 @@ leaf_allocated_non_preemptible, k_value=1.0, enabled=True, reclaimer_saturation_
     - ``reclaim_is_fair(reclaimer_queue, reclaimer_request, victims, reclaimer_preemptible=True)
       -> bool`` and ``judge_reclaim(...) -> ReclaimVerdict`` (with a message): scenario
       validation. ``victims``: ``VictimChunk``\\ s or ``(queue, resources[, elastic_extra])``
-      tuples, one per chunk (``victim_chunks`` builds KAI's chunks of a victim job). Judge
-      against ``clone()`` taken when the job's solution search starts.
+      tuples, one per chunk (``victim_chunks`` builds KAI's chunks of a victim job). Both are
+      ``ReclaimJudge(clone, queue, request, preemptible).verdict``: the one judge, whose
+      ``grow(fair_set, chunk)`` judges a fair set plus one chunk in O(queues) (the victim
+      search). Judge against ``clone()`` taken when the job's search starts.
     - ``clone()``: copy of the live state (cheap: two flat lists); ``save_state()`` /
       ``restore_state(state)``: a checkpoint pair on the same object.
     - The read API (nothing outside this package reads ``Proportion``'s fields):
@@ -69,6 +71,7 @@ from kai.scheduler.fairshare.proportion import Proportion, QueueFigures
 from kai.scheduler.fairshare.queue_index import QueueIndex
 from kai.scheduler.fairshare.queue_order import QueueOrderKey
 from kai.scheduler.fairshare.reclaim import (
+    ReclaimJudge,
     ReclaimVerdict,
     VictimChunk,
     judge_reclaim,
@@ -84,6 +87,7 @@ __all__ = [
     "QueueFigures",
     "QueueIndex",
     "QueueOrderKey",
+    "ReclaimJudge",
     "ReclaimVerdict",
     "ShareInput",
     "Vector",

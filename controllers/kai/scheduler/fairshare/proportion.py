@@ -401,7 +401,7 @@ class Proportion:
         victims: Sequence[VictimLike],
         reclaimer_preemptible: bool = True,
     ) -> bool:
-        """Scenario validation of reclaim; see ``reclaim.judge_reclaim``."""
+        """Scenario validation of reclaim; see ``reclaim.ReclaimJudge``."""
         return judge_reclaim(
             self, reclaimer_queue, reclaimer_request, victims, reclaimer_preemptible, explain=False
         ).ok
