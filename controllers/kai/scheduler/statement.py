@@ -92,3 +92,4 @@ class Statement:
         """Hand the surviving operations to the session as decisions."""
         self.session.committed.extend(self.operations)
         self.operations = []
+        self.session.search_cache.committed()
