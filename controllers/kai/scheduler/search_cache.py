@@ -12,9 +12,10 @@ under one rule:
     recomputed when it changed.
 
 Keys name their inputs by stable ids — job uids, queue names, placement-class ids, the
-likeness numbers of victim units, the queue state (``Proportion.state_key``) — never by
-``id()`` of a list or a job. Searches between commits roll back everything they try, so a
-cluster entry read in the middle of the searches of one commit period is exact.
+serial and likeness numbers of victim units, the queue state (``Proportion.state_key``) —
+never by ``id()`` of a list or a job (which Python reuses once the object is freed). Searches
+between commits roll back everything they try, so a cluster entry read in the middle of the
+searches of one commit period is exact.
 
 Two structures here are indexes kept in step with the session rather than answers: the replay's
 allocate order (:class:`kai.scheduler.replay.ReplayOrder`) and the preemptible jobs holding
@@ -50,7 +51,7 @@ class SearchCache:
         self.candidates: dict[Key, list[VictimUnit]] = {}
         #: their part reachable from a set of placement classes: (description, classes)
         self.reachable: dict[Key, list[VictimUnit]] = {}
-        #: victim order per (queue state, reachable-candidates key)
+        #: victim order per (queue state, serial numbers of the candidate units)
         self.victim_orders: dict[Key, UnitStream] = {}
         #: reclaim verdicts per judge (queue state, reclaimer queue, request, preemptibility),
         #: then per the likeness numbers of the units judged, in order
@@ -79,6 +80,8 @@ class SearchCache:
         # ---- names, never stale
         #: likeness number per (queue, resources, elastic extra) of a victim unit
         self.likeness: dict[tuple[str, Vector, bool], int] = {}
+        #: the next victim unit's serial number (each cut unit gets its own)
+        self.unit_serials = 0
         # ---- indexes kept in step with the session (see the module docstring)
         self._replay_order: ReplayOrder | None = None
         self.holders = PreemptibleHolders(session)

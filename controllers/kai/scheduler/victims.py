@@ -55,6 +55,9 @@ class VictimUnit:
     #: equal for units alike for fairness (same queue, resources and extra-ness); set by the
     #: victim actions' context, -1 until then
     likeness: int = -1
+    #: this unit's number in the session (units are cut again, with new numbers, when their
+    #: job moved); set by the victim actions' context, -1 until then
+    serial: int = -1
 
     @property
     def queue(self) -> str:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from operator import attrgetter
 from typing import TYPE_CHECKING, cast
 
 import numpy as np
@@ -42,6 +43,8 @@ if TYPE_CHECKING:
     from kai.scheduler.fairshare.queue_order import QueueOrderKey
     from kai.scheduler.placement import EqClass
     from kai.scheduler.session import Session
+
+_SERIAL = attrgetter("serial")
 
 #: attempt(session, job, tasks, request, context) -> True when the search failed in a way every
 #: job of the same kind and at least this large would fail too (it is then not repeated)
@@ -82,17 +85,21 @@ class Context:
         if cached is not None and cached[0] == job.version:
             return cached[1]
         units = job_units(self.session, job, extras_only)
-        likeness = self.cache.likeness
+        cache = self.cache
+        likeness = cache.likeness
         for unit in units:
             alike = (unit.queue, unit.resources, unit.kind == EXTRA)
             unit.likeness = likeness.setdefault(alike, len(likeness))
-        self.cache.units[key] = (job.version, units)
+            unit.serial = cache.unit_serials
+            cache.unit_serials += 1
+        cache.units[key] = (job.version, units)
         return units
 
     def ordered(self, candidates: Candidates) -> UnitStream:
-        """``order_units(candidates)``, shared by every search that has the same candidates
-        while the queues' allocations are the same: the order is a function of exactly those."""
-        key = (self.session.proportion.state_key(), candidates.key)
+        """``order_units(candidates)``, shared by every search that has the same candidate
+        units (by serial number, in the same order) while the queues' allocations are the
+        same: the order is a function of exactly those."""
+        key = (self.session.proportion.state_key(), tuple(map(_SERIAL, candidates.units)))
         stream = self.cache.victim_orders.get(key)
         if stream is None:
             stream = UnitStream(order_units(self.session, candidates.units))

@@ -25,11 +25,10 @@ def over_limit(p: Proportion, leaf: int, r: Vector) -> Reason | None:
     """First OverLimit violation on the chain from ``leaf`` up, resources in KAI's order."""
     for q in p.tree.ancestors[leaf]:
         lim = p.limit_at(q)
-        alloc = p.allocated_at(q)
         for k in CHECK_ORDER:
             if lim[k] == UNLIMITED or r[k] == 0:
                 continue
-            have = alloc[k]
+            have = p.allocated_at(q)[k]
             if lim[k] < have + r[k] - EPS:
                 name = p.tree.names[q]
                 return Reason(
@@ -48,11 +47,10 @@ def non_preemptible_over_quota(p: Proportion, leaf: int, r: Vector) -> Reason | 
     """First NonPreemptibleOverQuota violation on the chain from ``leaf`` up."""
     for q in p.tree.ancestors[leaf]:
         des = p.deserved_at(q)
-        alloc_np = p.allocated_non_preemptible_at(q)
         for k in CHECK_ORDER:
             if des[k] == UNLIMITED or r[k] == 0:
                 continue
-            have = alloc_np[k]
+            have = p.allocated_non_preemptible_at(q)[k]
             if des[k] < have + r[k] - EPS:
                 name = p.tree.names[q]
                 return Reason(
