@@ -258,10 +258,10 @@ def full_cycle(nodes: int, repeat: int) -> None:
     sys.path.insert(0, str(Path(__file__).parent))
     from generate_cluster import generate
     from generate_cluster import to_snapshot as generated_snapshot
-    from kai.scheduler.errors import KNOWN_ACTIONS
+    from kai.scheduler.errors import IMPLEMENTED_ACTIONS
 
     snapshot = generated_snapshot(generate(nodes, 1))
-    for actions in (["allocate"], list(KNOWN_ACTIONS)):
+    for actions in (["allocate"], list(IMPLEMENTED_ACTIONS)):
         cpu: list[float] = []
         wall: list[float] = []
         result = None

@@ -112,11 +112,11 @@ def _clusters(nodes: int) -> dict[str, Callable[[], object]]:
 
         return run_session(generate(nodes, 1), ["allocate"])
 
-    from kai.scheduler.errors import KNOWN_ACTIONS
+    from kai.scheduler.errors import IMPLEMENTED_ACTIONS
 
     return {
         f"generated-{nodes}/allocate": generated(["allocate"]),
-        f"generated-{nodes}/full-cycle": generated(list(KNOWN_ACTIONS)),
+        f"generated-{nodes}/full-cycle": generated(list(IMPLEMENTED_ACTIONS)),
         f"reclaim-{nodes}/reclaim": reclaim,
         f"topology-{nodes}/allocate": topology,
     }

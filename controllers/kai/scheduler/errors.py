@@ -26,16 +26,9 @@ class SnapshotError(SchedulerError):
     """The snapshot contradicts itself (e.g. a placed task on an unknown node)."""
 
 
-#: actions the core can run; kept here so the error message needs no import of the actions
+#: the actions the core runs, in KAI's default order (a full cycle); kept here so the error
+#: message needs no import of the actions
 IMPLEMENTED_ACTIONS: tuple[str, ...] = (
-    "allocate",
-    "consolidation",
-    "reclaim",
-    "preempt",
-    "stalegangeviction",
-)
-#: every action name KAI knows
-KNOWN_ACTIONS: tuple[str, ...] = (
     "allocate",
     "consolidation",
     "reclaim",

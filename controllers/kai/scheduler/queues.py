@@ -40,6 +40,11 @@ class QueueInfo:
 
 
 class QueueTree:
+    """The session's queues as linked :class:`QueueInfo` nodes, orphans left out; roots and
+    every list of children in name order (the order the job and victim orders walk them).
+    The fair-share package numbers the same queues in ``(creation_rank, name)`` order instead
+    (``fairshare.QueueIndex``, index arrays for its arithmetic)."""
+
     def __init__(self, specs: list[QueueSpec]) -> None:
         by_name = {spec.name: spec for spec in sorted(specs, key=lambda s: s.name)}
         self.queues: dict[str, QueueInfo] = {}

@@ -49,8 +49,8 @@ class ReplayOrder:
 
     def __init__(self, session: Session) -> None:
         self.session = session
-        self._seen: dict[int, int] = {}  # id(job) -> version its entry was made at
-        self._entries: dict[int, Entry] = {}  # id(job) -> its entry, while ready and pending
+        self._seen: dict[str, int] = {}  # job uid -> version its entry was made at
+        self._entries: dict[str, Entry] = {}  # job uid -> its entry, while ready and pending
         self._leaves: dict[str, list[Entry]] = {}  # leaf queue -> entries, sorted
         self._seq = 0
         self._position = -1  # how far session.job_changes was read (-1: not yet)
@@ -66,10 +66,10 @@ class ReplayOrder:
             jobs = changes[self._position :]
         self._position = len(changes)
         for job in jobs:
-            if seen.get(id(job)) == job.version:
+            if seen.get(job.uid) == job.version:
                 continue
-            seen[id(job)] = job.version
-            old = self._entries.pop(id(job), None)
+            seen[job.uid] = job.version
+            old = self._entries.pop(job.uid, None)
             if old is not None:
                 entries = self._leaves[job.queue]
                 del entries[bisect.bisect_left(entries, old)]
@@ -77,7 +77,7 @@ class ReplayOrder:
                 self._seq += 1
                 entry = (job_order(job), self._seq, job)
                 bisect.insort(self._leaves.setdefault(job.queue, []), entry)
-                self._entries[id(job)] = entry
+                self._entries[job.uid] = entry
         return self._leaves
 
     def request(self, job: JobInfo) -> Vector:

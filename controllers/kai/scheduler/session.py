@@ -26,6 +26,7 @@ from kai.scheduler.pod_affinity import PlacedPods
 from kai.scheduler.queues import QueueTree
 from kai.scheduler.resource_layout import ResourceLayout
 from kai.scheduler.result import Reason, SessionResult
+from kai.scheduler.search_cache import SearchCache
 from kai.scheduler.snapshot import PLACED_STATUSES, Snapshot, TaskSpec, TaskStatus
 from kai.scheduler.statement import Operation
 
@@ -87,10 +88,9 @@ class Session:
         #: every job whose placement changed, in order (appended by each move; readers keep
         #: their own position in it to learn which jobs changed since they last looked)
         self.job_changes: list[JobInfo] = []
-        #: id(job) -> (job version, request of its next tasks): see ``victims.next_request``
-        self.next_requests: dict[int, tuple[int, Vector]] = {}
-        #: id(job) -> (job version, its victim-search kind): see ``eviction_common.run_jobs``
-        self.search_kinds: dict[int, tuple[int, object]] = {}
+        #: the memo of the victim actions and the replay; a statement commit clears what in
+        #: it reads the cluster (see ``search_cache``)
+        self.search_cache = SearchCache(self)
         self._build_jobs()
         self.uses_pod_affinity = any(
             t.spec.pod_affinity or t.spec.pod_anti_affinity for t in self.tasks.values()
@@ -102,7 +102,11 @@ class Session:
 
     # ------------------------------------------------------------------ building
     def _build_jobs(self) -> None:
+        uids: set[str] = set()
         for spec in sorted(self.snapshot.jobs, key=lambda j: j.uid):
+            if spec.uid in uids:
+                raise SnapshotError(f"job {spec.uid!r} appears twice in the snapshot")
+            uids.add(spec.uid)
             root, podsets = build_subgroup_tree(spec)
             job = JobInfo(spec, root, podsets)
             problem = self.queue_tree.job_queue_problem(spec.queue)

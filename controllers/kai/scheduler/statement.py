@@ -93,3 +93,4 @@ class Statement:
         registry's on-commit hooks run then)."""
         self.session.commit(self.operations)
         self.operations = []
+        self.session.search_cache.committed()

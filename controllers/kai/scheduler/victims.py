@@ -56,6 +56,9 @@ class VictimUnit:
     #: equal for units alike for fairness (same queue, resources and extra-ness); set by the
     #: victim actions' context, -1 until then
     likeness: int = -1
+    #: this unit's number in the session (units are cut again, with new numbers, when their
+    #: job moved); set by the victim actions' context, -1 until then
+    serial: int = -1
 
     @property
     def queue(self) -> str:
@@ -164,14 +167,15 @@ def pending_request(session: Session, tasks: Iterable[TaskInfo]) -> Vector:
 
 def next_request(session: Session, job: JobInfo) -> Vector:
     """``pending_request`` of the tasks allocate would place next for ``job``, kept per job
-    version for the whole session (the victim actions and the replay ask it many times)."""
+    version in the session's search cache (the victim actions and the replay ask it often)."""
     from kai.scheduler.gang import tasks_to_allocate
 
-    cached = session.next_requests.get(id(job))
+    requests = session.search_cache.next_requests
+    cached = requests.get(job.uid)
     if cached is not None and cached[0] == job.version:
         return cached[1]
     request = pending_request(session, tasks_to_allocate(job))
-    session.next_requests[id(job)] = (job.version, request)
+    requests[job.uid] = (job.version, request)
     return request
 
 

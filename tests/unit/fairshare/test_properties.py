@@ -25,8 +25,10 @@ from dataclasses import dataclass, replace
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from reclaim_oracle import oracle_verdict
 
-from kai.scheduler.fairshare import EPS, Proportion, ShareInput, divide, divide_level
+from kai.scheduler.fairshare import EPS, Proportion, ReclaimJudge, ShareInput, divide, divide_level
+from kai.scheduler.fairshare.reclaim import EMPTY_FAIR_SET, FairSet
 from kai.scheduler.snapshot import MANAGED_RESOURCES, QueueResource, QueueSpec
 
 Triple = tuple[float, float, float]
@@ -335,21 +337,36 @@ def test_reclaim_verdict_does_not_depend_on_the_order_of_victim_queues(
 
 @settings(max_examples=300, deadline=None)
 @given(cases(), st.data())
-def test_fair_sets_grown_chunk_by_chunk_agree_with_the_full_judgement(
+def test_the_judge_gives_the_oracle_verdict_and_message(case: Case, data: st.DataObject) -> None:
+    """``ReclaimJudge.verdict`` (the incremental rules folded from the empty set) gives the
+    from-scratch oracle's verdict, refusal text included, whatever the victims' order."""
+    p = make(case, enabled=data.draw(st.sampled_from([True, True, True, False])))
+    leaves = sorted(case.leaf_requested)
+    reclaimer = data.draw(st.sampled_from(leaves))
+    request = (data.draw(halves), data.draw(halves), data.draw(halves))
+    victims = data.draw(
+        st.lists(
+            st.tuples(st.sampled_from(leaves), st.tuples(tenths, tenths, tenths), st.booleans()),
+            max_size=8,
+        )
+    )
+    preemptible = data.draw(st.booleans())
+    expected = oracle_verdict(p, reclaimer, request, victims, preemptible)
+    assert p.judge_reclaim(reclaimer, request, victims, preemptible) == expected
+    judge = ReclaimJudge(p, reclaimer, request, preemptible)
+    assert (judge.judge(victims) is not None) == expected.ok
+    assert judge.verdict(victims, explain=False).ok == expected.ok
+
+
+@settings(max_examples=300, deadline=None)
+@given(cases(), st.data())
+def test_fair_sets_grown_chunk_by_chunk_agree_with_the_oracle(
     case: Case, data: st.DataObject
 ) -> None:
-    """reclaim's incremental verdicts (``grow_fair_set`` from the last fair set, else
-    ``fair_set`` from scratch) are the verdicts ``judge_reclaim`` gives every grown set."""
-    from kai.scheduler.fairshare.reclaim import (
-        EMPTY_FAIR_SET,
-        FairSet,
-        NotGrowable,
-        can_grow,
-        fair_set,
-        grow_fair_set,
-    )
-
-    # integral amounts take grow_fair_set's out-of-order path, tenths its in-order one only
+    """reclaim's incremental verdicts (``ReclaimJudge.grow`` from the last fair set) are the
+    verdicts the from-scratch oracle gives every grown set, and the grown state is the one the
+    fold from the empty set reaches."""
+    # integral amounts take grow's out-of-order path, tenths its in-order one only
     integral = data.draw(st.booleans())
     if integral:
         whole = {
@@ -369,6 +386,7 @@ def test_fair_sets_grown_chunk_by_chunk_agree_with_the_full_judgement(
     reclaimer = data.draw(st.sampled_from(leaves))
     request = (data.draw(halves), data.draw(halves), data.draw(halves))
     preemptible = data.draw(st.booleans())
+    judge = ReclaimJudge(p, reclaimer, request, preemptible)
     amounts = st.integers(min_value=0, max_value=12).map(lambda x: x / 4) if integral else tenths
     candidates = data.draw(
         st.lists(
@@ -380,31 +398,24 @@ def test_fair_sets_grown_chunk_by_chunk_agree_with_the_full_judgement(
     base: FairSet | None = EMPTY_FAIR_SET
     for chunk in candidates:
         grown_list = [*taken, chunk]
-        expected = p.reclaim_is_fair(reclaimer, request, grown_list, preemptible)
-        scratch = fair_set(p, reclaimer, request, grown_list, preemptible)
+        expected = oracle_verdict(p, reclaimer, request, grown_list, preemptible, explain=False).ok
+        scratch = judge.judge(grown_list)
         assert (scratch is not None) == expected
-        grown = None
-        if base is not None and can_grow(p, base, chunk[0]):
-            try:
-                grown = grow_fair_set(p, reclaimer, request, base, chunk, preemptible)
-            except NotGrowable:
-                assert not integral  # whole amounts are always exact
-            else:
-                assert (grown is not None) == expected
-                assert grown == scratch  # the same sums, exactly
+        if base is not None:
+            grown = judge.grow(base, chunk)
+            assert (grown is not None) == expected
+            assert grown == scratch  # the same sums, exactly
         if expected or data.draw(st.booleans()):
             # reclaim grows only fair sets; an unfair one is kept now and then to be judged
             # from scratch at the next step
             taken = grown_list
-            base = grown if grown is not None else scratch
+            base = scratch
 
 
-def test_fair_sets_grown_out_of_queue_order_agree_with_the_full_judgement() -> None:
-    """Over-served victim queues (most growths fair) with chunks in any queue order: the
-    out-of-order path of ``grow_fair_set`` (exact quarter amounts) must be taken often and
-    agree with ``judge_reclaim`` every time."""
-    from kai.scheduler.fairshare.reclaim import EMPTY_FAIR_SET, can_grow, fair_set, grow_fair_set
-
+def test_fair_sets_grown_out_of_queue_order_agree_with_the_oracle() -> None:
+    """Over-served victim queues (most growths fair) with chunks in any queue order: grow's
+    out-of-order path (exact quarter amounts) must be taken often and agree with the oracle
+    every time."""
     rnd = random.Random(7)
     out_of_order = 0
     for _ in range(200):
@@ -434,6 +445,7 @@ def test_fair_sets_grown_out_of_queue_order_agree_with_the_full_judgement() -> N
         )
         p = make(case)
         reclaimer, request, preemptible = leaves[0], (1.0, 1.0, 1.0), rnd.random() < 0.7
+        judge = ReclaimJudge(p, reclaimer, request, preemptible)
         taken: list[tuple[str, Triple, bool]] = []
         base = EMPTY_FAIR_SET
         for _ in range(10):
@@ -443,16 +455,17 @@ def test_fair_sets_grown_out_of_queue_order_agree_with_the_full_judgement() -> N
                 rnd.random() < 0.5,
             )
             grown_list = [*taken, chunk]
-            expected = p.reclaim_is_fair(reclaimer, request, grown_list, preemptible)
-            scratch = fair_set(p, reclaimer, request, grown_list, preemptible)
+            expected = oracle_verdict(p, reclaimer, request, grown_list, preemptible).ok
+            scratch = judge.judge(grown_list)
             assert (scratch is not None) == expected
-            assert can_grow(p, base, chunk[0])  # exact amounts, leaf queues: always
+            assert base.exact  # exact amounts, leaf queues: always
             if p.tree.lookup(chunk[0]) < base.last:
                 out_of_order += 1
-            grown = grow_fair_set(p, reclaimer, request, base, chunk, preemptible)
+            grown = judge.grow(base, chunk)
             assert (grown is not None) == expected
             assert grown == scratch
             if grown is not None:
+                assert [c.queue for c in grown.chunks()] == [c[0] for c in grown_list]
                 taken, base = grown_list, grown
     assert out_of_order > 200
 

@@ -116,6 +116,45 @@ def test_allocatable_share() -> None:
     assert p.allocatable_share("c")[0] == -1
 
 
+def test_public_read_api_by_name_resource_and_index() -> None:
+    p = prop(
+        requested={"team-a": (3, 0, 0), "team-b": (5, 0, 0)},
+        allocated={"team-a": (2, 0, 0), "team-b": (1, 0, 0)},
+        allocated_np={"team-a": (1, 0, 0)},
+    )
+    assert p.ancestors("team-a") == ["team-a", "dept"]
+    assert p.ancestors("dept") == ["dept"]
+    figures = p.figures("team-a", "gpu")
+    assert (figures.quota, figures.limit, figures.fair_share) == (2, 4, 3)
+    assert (figures.allocatable_share, figures.requested) == (3, 3)
+    assert (figures.allocated, figures.allocated_non_preemptible) == (2, 1)
+    assert p.figures("team-b", "cpu").limit == -1
+    with pytest.raises(ValueError, match="queue 'team-a': unknown resource 'pods'"):
+        p.figures("team-a", "pods")
+    # the index methods read the same figures as the name methods
+    for name in p.names:
+        i = p.tree.lookup(name)
+        assert p.fair_share_at(i) == p.fair_share(name)
+        assert p.deserved_at(i) == p.deserved(name)
+        assert p.limit_at(i) == p.limit(name)
+        assert p.allocatable_share_at(i) == p.allocatable_share(name)
+        assert p.allocated_at(i) == p.allocated(name)
+        assert p.allocated_non_preemptible_at(i) == p.allocated_non_preemptible(name)
+
+
+def test_saturation_is_allocated_over_fair_share() -> None:
+    p = prop(
+        queues=[q("a", gpu=(0, -1, 1)), q("b", gpu=(0, -1, 0), rank=1)],
+        requested={"a": (4, 0, 0), "b": (2, 0, 0)},
+        allocated={"a": (2, 0, 0), "b": (1, 0, 0)},
+    )
+    assert p.fair_share("a")[0] == 4 and p.fair_share("b")[0] == 0
+    assert p.saturation("a")[0] == 0.5
+    assert p.saturation("a", (2, 0, 0))[0] == 1.0
+    assert p.saturation("b")[0] == float("inf")  # something allocated on a zero share
+    assert p.saturation("a")[1] == 0.0  # cpu: unlimited share
+
+
 # ---------------------------------------------------------------------------- accounting
 
 

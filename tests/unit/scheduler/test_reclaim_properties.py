@@ -21,7 +21,7 @@ from dataclasses import replace
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from kai.scheduler.errors import KNOWN_ACTIONS
+from kai.scheduler.errors import IMPLEMENTED_ACTIONS
 from kai.scheduler.result import SessionResult
 from kai.scheduler.session import run_session
 from kai.scheduler.snapshot import (
@@ -183,7 +183,7 @@ def test_no_preemption_cycles_over_20_rounds(snapshot: Snapshot) -> None:
                 f"state of round {seen[state]} came back in round {round_no} after evictions"
             )
         seen[state] = round_no
-        result = run_session(snapshot, KNOWN_ACTIONS)
+        result = run_session(snapshot, IMPLEMENTED_ACTIONS)
         changed = bool(result.binds or result.pipelined or result.evictions)
         if result.evictions:
             evictions_at.append(round_no)

@@ -20,7 +20,7 @@ import pytest
 from kai.scenario import advance, load_scenario, run_scenario, to_snapshot
 from kai.scenario.model import Scenario
 from kai.scenario.rounds import State, read_result
-from kai.scheduler.errors import KNOWN_ACTIONS
+from kai.scheduler.errors import IMPLEMENTED_ACTIONS
 from kai.scheduler.result import SessionResult
 from kai.scheduler.session import run_session
 
@@ -35,7 +35,7 @@ def _id(path: Path) -> str:
 
 
 def _cycle(scenario: Scenario, state: State) -> tuple[SessionResult, State]:
-    result = run_session(to_snapshot(scenario, state), KNOWN_ACTIONS)
+    result = run_session(to_snapshot(scenario, state), IMPLEMENTED_ACTIONS)
     return result, advance(scenario, read_result(scenario, result))
 
 

@@ -113,3 +113,54 @@ def test_could_fit_refuses_only_searches_that_fail() -> None:
     assert blocked == [(False, False), (False, False)]
     # without the blockers the gang finds its victims, and the condition lets it search
     assert _search(build(64, task_gpus=1)) == [(True, True)]
+
+
+def test_a_commit_clears_what_reads_the_cluster_and_job_entries_follow_versions() -> None:
+    """The session's search cache: one owner, one rule (see ``kai.scheduler.search_cache``)."""
+    from kai.scheduler.actions.eviction_common import Context
+    from kai.scheduler.gang import tasks_to_allocate
+    from kai.scheduler.statement import Statement
+    from kai.scheduler.victims import next_request
+
+    session = Session(to_snapshot(generate(40, seed=5)))
+    cache = session.search_cache
+    context = Context(session)
+    job = next(j for j in session.jobs if j.pending > 0 and j.queue_ok)
+    tasks = tasks_to_allocate(job)
+    victim = context.preemptible_jobs()[0]
+    units = context.units(victim)
+    candidates = context.candidates(("test", job.queue), tasks, lambda: list(units))
+    # keys are stable ids: the search description and the placement classes, no id()
+    assert candidates.key[0] == ("test", job.queue)
+    assert context.candidates(("test", job.queue), tasks, list) is not candidates
+    assert context.candidates(("test", job.queue), tasks, list).units is candidates.units
+    room = context.room_with(candidates)
+    request = next_request(session, job)
+    assert cache.candidates and cache.room_with and cache.gpu_room is not None
+    # a search that rolls back changes no answer: entries stay
+    statement = Statement(session, "test")
+    statement.evict(units[0].tasks[0], "probe")
+    statement.discard()
+    assert context.room_with(candidates) == room and cache.candidates
+    # a commit clears every entry that reads the cluster
+    statement.evict(units[0].tasks[0], "for good")
+    statement.commit()
+    assert not cache.candidates and not cache.reachable and not cache.room_with
+    assert cache.gpu_room is None and not cache.victim_orders and not cache.verdicts
+    # per-job entries carry the job's version: the moved job's units are cut again, the
+    # request of an unchanged job is kept
+    assert context.units(victim) is not units
+    assert cache.units[(victim.uid, False)][0] == victim.version
+    assert cache.next_requests[job.uid] == (job.version, request)
+    assert next_request(session, job) is request
+
+
+def test_a_job_uid_given_twice_is_refused() -> None:
+    import pytest
+
+    from kai.scheduler.errors import SnapshotError
+
+    snapshot = to_snapshot(generate(4, seed=1))
+    doubled = Snapshot(**{**snapshot.__dict__, "jobs": [*snapshot.jobs, snapshot.jobs[0]]})
+    with pytest.raises(SnapshotError, match=f"job '{snapshot.jobs[0].uid}' appears twice"):
+        Session(doubled)

@@ -65,9 +65,9 @@ def _attempt(
         return units
 
     # the same for every job not running anything itself (then it cannot be its own victim)
-    key = (ACTION, id(job) if job.active > 0 else None)
+    key = (ACTION, job.uid if job.active > 0 else None)
     candidates = context.candidates(key, tasks, build)
-    if not candidates or not context.could_fit(tasks, candidates):
+    if not candidates.units or not context.could_fit(tasks, candidates):
         return True  # what the search would find: no prefix of the candidates makes room
     ordered = _capped(list(islice(context.ordered(candidates), MAX_TRIED_UNITS)), session)
     # the shortest prefix with room, then a few longer ones: moving more is not monotone

@@ -11,6 +11,8 @@ found nothing, later jobs of the same kind that are no smaller are skipped in th
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
+from operator import attrgetter
 from typing import TYPE_CHECKING, cast
 
 import numpy as np
@@ -19,8 +21,7 @@ from kai.scheduler.fairshare.resources import Vector
 from kai.scheduler.gang import tasks_to_allocate
 from kai.scheduler.job_queue import JobsOrderByQueues
 from kai.scheduler.jobs import JobInfo, TaskInfo
-from kai.scheduler.replay import ReplayOrder
-from kai.scheduler.resource_layout import GPU, FloatArray
+from kai.scheduler.resource_layout import GPU
 from kai.scheduler.result import Reason
 from kai.scheduler.statement import Statement
 from kai.scheduler.victims import (
@@ -42,182 +43,134 @@ if TYPE_CHECKING:
     from kai.scheduler.placement import EqClass, PlacementEngine
     from kai.scheduler.session import Session
 
+_SERIAL = attrgetter("serial")
+
 #: attempt(session, job, tasks, request, context) -> True when the search failed in a way every
 #: job of the same kind and at least this large would fail too (it is then not repeated)
 Attempt = Callable[["Session", JobInfo, list[TaskInfo], Vector, "Context"], bool]
 
 
+@dataclass(frozen=True, eq=False)
+class Candidates:
+    """The victim units a search may take, with the stable key they are cached under (the
+    search description and the tasks' placement classes); do not modify ``units``."""
+
+    key: tuple[object, ...]
+    units: list[VictimUnit]
+
+
 class Context:
-    """What one run of a victim action shares between its jobs: victim units per job (cut
-    once, recut after a commit changed the cluster) and the searches that failed."""
+    """What the victim actions ask between two commits, answered through the session's search
+    cache (``session.search_cache``, :mod:`kai.scheduler.search_cache`): victim units per job
+    version, candidates and their order, fairness verdicts, fits-as-is, GPU room."""
 
     def __init__(self, session: Session) -> None:
         self.session = session
-        self._units: dict[tuple[str, bool], tuple[int, list[VictimUnit]]] = {}
-        self._memo: dict[tuple[object, ...], object] = {}
-        self._orders: dict[tuple[object, ...], UnitStream] = {}
-        self._verdicts: dict[tuple[object, ...], dict[tuple[int, ...], bool]] = {}
-        self._likeness: dict[tuple[str, Vector, bool], int] = {}
-        self._fits_as_is: dict[tuple[object, ...], bool] = {}
-        self._candidates: dict[tuple[object, ...], list[VictimUnit]] = {}
-        self._reachable: dict[tuple[object, ...], list[VictimUnit]] = {}
-        self._gpu_room: float | None = None
-        self._room_with: dict[int, float] = {}  # by id of a list kept in _reachable
-        self._freeable: dict[int, FloatArray] = {}  # likewise: node resources, all evicted
-        #: the stability replay's allocate order (see ``kai.scheduler.replay``); it follows
-        #: the session's changes by itself
-        self.replay_order = ReplayOrder(session)
-        self._victims: list[JobInfo] | None = None
-        self._by_queue: dict[str, list[JobInfo]] = {}
-        self._base: list[JobInfo] = []  # preemptible jobs of known queues (fixed)
-        self._base_by_queue: dict[str, list[JobInfo]] = {}
-        self._holding: dict[int, bool] | None = None  # id(job) -> active > 0, for _base
-        self._position = 0  # how far session.job_changes was read for _holding
+        self.cache = session.search_cache
 
     def preemptible_jobs(self) -> list[JobInfo]:
         """Jobs that may be victims at all: preemptible, in a known queue, allowed by the
         registry's victim checks, holding something (in session order)."""
-        holding = self._follow()
-        if self._victims is None:
-            self._victims = [j for j in self._base if holding[id(j)]]
-        return self._victims
+        return self.cache.holders.all()
 
     def preemptible_in(self, queue: str) -> list[JobInfo]:
         """``preemptible_jobs`` of one queue (in session order)."""
-        holding = self._follow()
-        found = self._by_queue.get(queue)
-        if found is None:
-            found = [j for j in self._base_by_queue.get(queue, ()) if holding[id(j)]]
-            self._by_queue[queue] = found
-        return found
-
-    def _follow(self) -> dict[int, bool]:
-        """Bring the holding flags up to date: after the first look, only the jobs that
-        changed since (``session.job_changes``) are looked at again, and only the lists of a
-        queue where a job started or stopped holding something are rebuilt. Returns the flags
-        (id(job) -> holding something) of every preemptible job of a known queue."""
-        session = self.session
-        changes = session.job_changes
-        if self._holding is None:
-            may_be_victim = session.registry.may_be_victim
-            self._base = [
-                j
-                for j in session.jobs
-                if j.preemptible and j.queue_ok and may_be_victim(session, j)
-            ]
-            self._base_by_queue = {}
-            for job in self._base:
-                self._base_by_queue.setdefault(job.queue, []).append(job)
-            self._holding = {id(j): j.active > 0 for j in self._base}
-            self._position = len(changes)
-            return self._holding
-        if self._position == len(changes):
-            return self._holding
-        fresh = changes[self._position :]
-        self._position = len(changes)
-        for job in fresh:
-            holding = self._holding.get(id(job))
-            if holding is not None and holding != (job.active > 0):
-                self._holding[id(job)] = not holding
-                self._victims = None
-                self._by_queue.pop(job.queue, None)
-        return self._holding
+        return self.cache.holders.in_queue(queue)
 
     def units(self, job: JobInfo, extras_only: bool = False) -> list[VictimUnit]:
         """``job_units``, cut again only when the job's placement changed (its version)."""
         key = (job.uid, extras_only)
-        cached = self._units.get(key)
+        cached = self.cache.units.get(key)
         if cached is not None and cached[0] == job.version:
             return cached[1]
         units = job_units(self.session, job, extras_only)
+        cache = self.cache
+        likeness = cache.likeness
         for unit in units:
             alike = (unit.queue, unit.resources, unit.kind == EXTRA)
-            unit.likeness = self._likeness.setdefault(alike, len(self._likeness))
-        self._units[key] = (job.version, units)
+            unit.likeness = likeness.setdefault(alike, len(likeness))
+            unit.serial = cache.unit_serials
+            cache.unit_serials += 1
+        cache.units[key] = (job.version, units)
         return units
 
-    def ordered(self, candidates: list[VictimUnit]) -> UnitStream:
-        """``order_units(candidates)``, shared by every search of this run that has the same
-        candidates (in the same order) while the queues' allocations are the same: the order is
-        a function of exactly those (units live, and keep their ids, until ``changed``)."""
-        key = (self.session.proportion.state_key(), tuple(map(id, candidates)))
-        stream = self._orders.get(key)
+    def ordered(self, candidates: Candidates) -> UnitStream:
+        """``order_units(candidates)``, shared by every search that has the same candidate
+        units (by serial number, in the same order) while the queues' allocations are the
+        same: the order is a function of exactly those."""
+        key = (self.session.proportion.state_key(), tuple(map(_SERIAL, candidates.units)))
+        stream = self.cache.victim_orders.get(key)
         if stream is None:
-            stream = UnitStream(order_units(self.session, candidates))
-            self._orders[key] = stream
+            stream = UnitStream(order_units(self.session, candidates.units))
+            self.cache.victim_orders[key] = stream
         return stream
-
-    def verdicts(self, key: tuple[object, ...]) -> dict[tuple[int, ...], bool]:
-        """A memo of fairness verdicts for one reclaimer side (its queue, request,
-        preemptibility and the queues' state before the search: ``key``), indexed by the
-        ``likeness`` of the victim units judged, in order (what the judgement depends on)."""
-        return self._verdicts.setdefault(key, {})
 
     def fits_as_is(self, solver: VictimSolver) -> bool:
         """Does the solver's job fit without any victim (``solver.fits([])``)? Jobs alike for
-        placement (see ``_placement_likeness``) get the same answer while the cluster is
-        unchanged, so it is computed once per kind until ``changed``."""
+        placement (see ``_placement_likeness``) get the same answer until the next commit."""
         key = _placement_likeness(self.session, solver.job, solver.tasks)
         if key is None:
             return solver.fits([]) is not None
-        found = self._fits_as_is.get(key)
+        found = self.cache.fits_as_is.get(key)
         if found is None:
             found = solver.fits([]) is not None
-            self._fits_as_is[key] = found
+            self.cache.fits_as_is[key] = found
         return found
 
     def candidates(
         self, key: tuple[object, ...], tasks: list[TaskInfo], build: Callable[[], list[VictimUnit]]
-    ) -> list[VictimUnit]:
+    ) -> Candidates:
         """The victim units a search for ``tasks`` may take. ``build()`` lists them for every
-        search described by ``key`` (the action's own description, e.g. the reclaimer's queue);
-        the list is then cut to the units ``reachable`` from the tasks, which depends only on
-        their placement classes. Both lists are kept until ``changed``; do not modify them."""
-        units = self._candidates.get(key)
+        search described by ``key`` (the action's own description, e.g. the reclaimer's queue,
+        in stable ids); the list is then cut to the units ``reachable`` from the tasks, which
+        depends only on their placement classes. Both are kept until the next commit."""
+        cache = self.cache
+        units = cache.candidates.get(key)
         if units is None:
             units = build()
-            self._candidates[key] = units
+            cache.candidates[key] = units
         engine = self.session.engine
         classes = tuple(sorted({engine.class_of(t).id for t in tasks}))
-        found = self._reachable.get((key, classes))
+        reachable_key = (key, classes)
+        found = cache.reachable.get(reachable_key)
         if found is None:
             found = reachable(self.session, tasks, units)
-            self._reachable[(key, classes)] = found
-        return found
+            cache.reachable[reachable_key] = found
+        return Candidates(reachable_key, found)
 
     def gpu_room(self) -> float:
         """``gpu_room(session)`` of the cluster as the last commit left it (searches roll back
         whatever they tried, so it changes only with a commit)."""
-        if self._gpu_room is None:
-            self._gpu_room = gpu_room(self.session)
-        return self._gpu_room
+        if self.cache.gpu_room is None:
+            self.cache.gpu_room = gpu_room(self.session)
+        return self.cache.gpu_room
 
-    def room_with(self, candidates: list[VictimUnit]) -> float:
-        """``gpu_room`` plus what ``candidates`` (a list from ``candidates``) could free."""
-        found = self._room_with.get(id(candidates))
+    def room_with(self, candidates: Candidates) -> float:
+        """``gpu_room`` plus what ``candidates`` could free."""
+        found = self.cache.room_with.get(candidates.key)
         if found is None:
-            found = self.gpu_room() + sum(unit_gpus(u) for u in candidates)
-            self._room_with[id(candidates)] = found
+            found = self.gpu_room() + sum(unit_gpus(u) for u in candidates.units)
+            self.cache.room_with[candidates.key] = found
         return found
 
-    def could_fit(self, tasks: list[TaskInfo], candidates: list[VictimUnit]) -> bool:
-        """A necessary condition for any set of ``candidates`` (a list from ``candidates``) to
-        make room for ``tasks``: with every candidate evicted (its resources become releasing
-        on its node; a shared-GPU task counted as freeing its whole devices, an
-        over-estimate), the nodes each task's placement class may use hold, resource by
-        resource, enough copies of the task for all tasks of that class. False means no victim
-        search can succeed (cheap: one numpy pass per class instead of a doubling of probes).
-        Tasks on shared GPUs are not judged (their devices decide)."""
-        freeable = self._freeable.get(id(candidates))
+    def could_fit(self, tasks: list[TaskInfo], candidates: Candidates) -> bool:
+        """A necessary condition for any set of ``candidates`` to make room for ``tasks``: with
+        every candidate evicted (its resources become releasing on its node; a shared-GPU task
+        counted as freeing its whole devices, an over-estimate), the nodes each task's
+        placement class may use hold, resource by resource, enough copies of the task for all
+        tasks of that class. False means no victim search can succeed (cheap: one numpy pass
+        per class instead of a doubling of probes). Tasks on shared GPUs are not judged (their
+        devices decide)."""
+        freeable = self.cache.freeable.get(candidates.key)
         if freeable is None:
             nodes = self.session.nodes
             freeable = nodes.idle + nodes.releasing
-            for unit in candidates:
+            for unit in candidates.units:
                 for task in unit.tasks:
                     freeable[task.node] += task.request
                     if task.gpu_groups:
                         freeable[task.node, GPU] += len(task.gpu_groups)
-            self._freeable[id(candidates)] = freeable
+            self.cache.freeable[candidates.key] = freeable
         engine = self.session.engine
         counts: dict[int, tuple[EqClass, int]] = {}
         for task in tasks:
@@ -235,28 +188,18 @@ class Context:
         return True
 
     def memo(self, key: tuple[object, ...], compute: Callable[[], bool]) -> bool:
-        """A per-run memo for answers that only change when the cluster does."""
-        if key not in self._memo:
-            self._memo[key] = compute()
-        return bool(self._memo[key])
+        """A yes/no answer that reads the cluster, kept until the next commit."""
+        answers = self.cache.answers
+        if key not in answers:
+            answers[key] = compute()
+        return answers[key]
 
     def solver(
         self, statement: Statement, job: JobInfo, tasks: list[TaskInfo], reason: str
     ) -> VictimSolver:
         solver = VictimSolver(self.session, statement, job, tasks, reason)
-        solver.replay_order = self.replay_order
+        solver.replay_order = self.cache.replay_order
         return solver
-
-    def changed(self) -> None:
-        self._memo.clear()
-        self._orders.clear()
-        self._verdicts.clear()
-        self._fits_as_is.clear()
-        self._candidates.clear()
-        self._reachable.clear()
-        self._gpu_room = None
-        self._room_with.clear()
-        self._freeable.clear()
 
 
 def run_jobs(
@@ -277,7 +220,7 @@ def run_jobs(
 
     # a queue's order key is a function of its request and the allocations, which only a
     # commit changes (searches roll back what they tried): shared until the next commit
-    queue_keys: dict[tuple[str, Vector], QueueOrderKey] = {}
+    queue_keys = session.search_cache.queue_keys
 
     def queue_key(name: str, request: Vector) -> QueueOrderKey:
         found = queue_keys.get((name, request))
@@ -305,10 +248,7 @@ def run_jobs(
             continue  # a job of the same kind, no larger, already found nothing
         pending = job.pending
         hopeless = attempt(session, job, tasks, next_request(session, job), context)
-        if job.pending != pending:
-            context.changed()
-            queue_keys.clear()
-        elif hopeless:
+        if job.pending == pending and hopeless:  # (a commit cleared the search cache)
             failed.setdefault(kind, []).append(needs)
 
 
@@ -345,11 +285,12 @@ Kind = tuple[tuple[object, ...], list[Vector]]
 def _kind_of(session: Session, job: JobInfo, tasks: list[TaskInfo]) -> Kind:
     """``_kind`` of the job's next ``tasks``, kept per job version for the whole session (the
     three victim actions pop the same jobs)."""
-    cached = session.search_kinds.get(id(job))
+    kinds = session.search_cache.search_kinds
+    cached = kinds.get(job.uid)
     if cached is not None and cached[0] == job.version:
         return cast(Kind, cached[1])
     kind = _kind(session, job, tasks)
-    session.search_kinds[id(job)] = (job.version, kind)
+    kinds[job.uid] = (job.version, kind)
     return kind
 
 

@@ -55,7 +55,7 @@ def _attempt(
         return units
 
     candidates = context.candidates((ACTION, job.queue, job.priority), tasks, build)
-    if not candidates:
+    if not candidates.units:
         return True
     if context.room_with(candidates) < gpus_needed(tasks) - 1e-9:
         return True

@@ -6,7 +6,7 @@ job within its quota) — ``Proportion.can_reclaim``, checked on the live accoun
 is popped, so the reclaimers of one queue stop at its fair share. Victims: preemptible jobs of
 other queues, minus those protected by ``reclaimMinRuntime`` (they may lose extras only). Each
 candidate unit is accepted only if the whole set so far is still fair
-(``Proportion.judge_reclaim`` against the queue state cloned when the job's search starts);
+(``fairshare.ReclaimJudge`` against the queue state cloned when the job's search starts);
 since a refused unit's queue side can only get less over-served, its later units are skipped.
 The smallest accepted victim prefix that lets the job fit is then trimmed to what the job needs;
 with ``allowConsolidatingReclaim`` victims that can be re-placed elsewhere are moved instead of
@@ -19,25 +19,13 @@ from functools import partial
 from operator import attrgetter
 from typing import TYPE_CHECKING
 
-from kai.scheduler.actions.eviction_common import Context, note, run_jobs
-from kai.scheduler.fairshare.reclaim import (
-    EMPTY_FAIR_SET,
-    FairSet,
-    NotGrowable,
-    VictimChunk,
-    can_grow,
-    fair_set,
-    grow_fair_set,
-)
+from kai.scheduler.actions.eviction_common import Candidates, Context, note, run_jobs
+from kai.scheduler.fairshare.reclaim import EMPTY_FAIR_SET, ReclaimJudge, VictimChunk
 from kai.scheduler.fairshare.resources import Vector
 from kai.scheduler.jobs import JobInfo, TaskInfo
 from kai.scheduler.plugins.min_runtime import reclaim_protected
 from kai.scheduler.statement import Statement
-from kai.scheduler.victims import (
-    EXTRA,
-    VictimUnit,
-    gpus_needed,
-)
+from kai.scheduler.victims import EXTRA, VictimSolver, VictimUnit, gpus_needed
 
 if TYPE_CHECKING:
     from kai.scheduler.session import Session
@@ -60,95 +48,118 @@ def chunks(units: list[VictimUnit]) -> list[VictimChunk]:
 def _attempt(
     session: Session, job: JobInfo, tasks: list[TaskInfo], request: Vector, context: Context
 ) -> bool:
-    proportion = session.proportion
-    if not proportion.can_reclaim(job.queue, request, job.preemptible):
+    if not session.proportion.can_reclaim(job.queue, request, job.preemptible):
         return True
     statement = Statement(session, ACTION)
     solver = context.solver(statement, job, tasks, f"reclaimed for job {job.name!r}")
     if context.fits_as_is(solver):
         return False  # fits without anybody leaving: allocate places it
-
-    def build() -> list[VictimUnit]:
-        # the same for every reclaimer of this queue (the job itself is of this queue)
-        units: list[VictimUnit] = []
-        for victim in context.preemptible_jobs():
-            if victim is job or victim.queue == job.queue:
-                continue
-            protected = context.memo(
-                ("reclaim-protected", job.queue, victim.uid),
-                partial(reclaim_protected, session, job, victim),
-            )
-            units.extend(context.units(victim, extras_only=protected))
-        return units
-
+    # the same for every reclaimer of this queue (the job itself is of this queue)
+    build = partial(_candidate_units, session, job, context)
     candidates = context.candidates((ACTION, job.queue), tasks, build)
-    if not candidates:
+    if not candidates.units:
         return True
     if context.room_with(candidates) < gpus_needed(tasks) - 1e-9:
         return True
-    if not context.could_fit(tasks, candidates):
-        # what the search below would find: no prefix of the candidates makes room
-        statement.discard()
-        _note_failed(session, job)
-        return True
-    before = proportion.clone()
-    verdicts = context.verdicts((before.state_key(), job.queue, request, job.preemptible))
-
-    def fair(units: list[VictimUnit]) -> bool:
-        key = tuple(map(_LIKENESS, units))
-        verdict = verdicts.get(key)
-        if verdict is None:
-            verdict = before.reclaim_is_fair(job.queue, request, chunks(units), job.preemptible)
-            verdicts[key] = verdict
-        return verdict
-
-    # the acceptors' sets, judged fair, as step 1 of the judgement left them: a set grown by
-    # one unit is judged from its base in O(queues) (same verdicts, see ``grow_fair_set``)
-    grown_sets: dict[tuple[object, ...], FairSet] = {(): EMPTY_FAIR_SET}
-
-    def fair_with(unit: VictimUnit, taken: list[VictimUnit]) -> bool:
-        base_key = tuple(map(_LIKENESS, taken))
-        key = (*base_key, unit.likeness)
-        verdict = verdicts.get(key)
-        if verdict is not None:
-            return verdict
-        chunk = VictimChunk(unit.queue, unit.resources, unit.kind == EXTRA)
-        base = grown_sets.get(base_key)
-        grown: FairSet | None
-        try:
-            if base is None or not can_grow(before, base, unit.queue):
-                raise NotGrowable
-            grown = grow_fair_set(before, job.queue, request, base, chunk, job.preemptible)
-        except NotGrowable:
-            grown = fair_set(before, job.queue, request, [*chunks(taken), chunk], job.preemptible)
-        if grown is not None:
-            grown_sets[key] = grown
-        verdicts[key] = verdict = grown is not None
-        return verdict
-
-    # First try: every unit that is fair on its own, then the trimmed set must be fair as a
-    # whole. If it is not, search again accepting a unit only while the set taken so far stays
-    # fair (a stricter but always consistent budget per victim queue).
-    for accept in (
-        lambda unit, taken: fair_with(unit, []),
-        fair_with,
+    if context.could_fit(tasks, candidates) and _search(
+        session, solver, context, candidates, _Fairness(session, job, request)
     ):
-        prefix = solver.smallest_prefix(context.ordered(candidates), accept)
-        if prefix is None:
-            break  # no room even with every unit that is fair on its own: a subset cannot do it
-        solution = solver.apply(
-            solver.minimise(prefix),
-            move=session.config.allow_consolidating_reclaim,
-            all_must_move=False,
-            validate=lambda evicted, moved: fair(evicted),
-        )
-        if solution is not None:
-            statement.commit()
-            return False
+        statement.commit()
+        return False
+    # (when it could not fit: what the search would find, no prefix of the candidates makes room)
     statement.discard()
     _note_failed(session, job)
     # a job of the same kind needing at least as much would meet the same victims and queues
     return True
+
+
+def _candidate_units(session: Session, job: JobInfo, context: Context) -> list[VictimUnit]:
+    """Every unit of preemptible jobs of other queues, protected ones offering extras only."""
+    units: list[VictimUnit] = []
+    for victim in context.preemptible_jobs():
+        if victim is job or victim.queue == job.queue:
+            continue
+        protected = context.memo(
+            ("reclaim-protected", job.queue, victim.uid),
+            partial(reclaim_protected, session, job, victim),
+        )
+        units.extend(context.units(victim, extras_only=protected))
+    return units
+
+
+def _search(
+    session: Session,
+    solver: VictimSolver,
+    context: Context,
+    candidates: Candidates,
+    fairness: _Fairness,
+) -> bool:
+    """Find, apply and validate a fair victim set (the statement is left for the caller)."""
+    # First try: every unit that is fair on its own, then the trimmed set must be fair as a
+    # whole. If it is not, search again accepting a unit only while the set taken so far stays
+    # fair (a stricter but always consistent budget per victim queue).
+    for accept in (fairness.alone, fairness.with_unit):
+        prefix = solver.smallest_prefix(context.ordered(candidates), accept)
+        if prefix is None:
+            return False  # no room even with every unit fair on its own: a subset cannot do it
+        solution = solver.apply(
+            solver.minimise(prefix),
+            move=session.config.allow_consolidating_reclaim,
+            all_must_move=False,
+            validate=lambda evicted, moved: fairness.of(evicted),
+        )
+        if solution is not None:
+            return True
+    return False
+
+
+class _Fairness:
+    """Reclaim fairness of victim sets for one job, judged against the queues as they are when
+    its search starts (KAI's clone) and memoised in the session's search cache under the
+    judge's inputs (queue state, reclaimer queue, request, preemptibility) and the likeness of
+    the units judged, in order: what a verdict depends on."""
+
+    def __init__(self, session: Session, job: JobInfo, request: Vector) -> None:
+        proportion = session.proportion
+        key = (proportion.state_key(), job.queue, request, job.preemptible)
+        cache = session.search_cache
+        self.verdicts = cache.verdicts.setdefault(key, {})
+        #: the sets judged fair, to judge a set grown by one unit from its base in O(queues)
+        #: (the same verdict, see ``ReclaimJudge.grow``)
+        self.fair_sets = cache.fair_sets.setdefault(key, {(): EMPTY_FAIR_SET})
+        self.judge = ReclaimJudge(proportion.clone(), job.queue, request, job.preemptible)
+
+    def of(self, units: list[VictimUnit]) -> bool:
+        """Is taking ``units`` fair?"""
+        key = tuple(map(_LIKENESS, units))
+        verdict = self.verdicts.get(key)
+        if verdict is None:
+            verdict = self.judge.judge(chunks(units)) is not None
+            self.verdicts[key] = verdict
+        return verdict
+
+    def alone(self, unit: VictimUnit, taken: list[VictimUnit]) -> bool:
+        """Is ``unit`` fair on its own (``taken`` ignored: the search's first pass)?"""
+        return self.with_unit(unit, [])
+
+    def with_unit(self, unit: VictimUnit, taken: list[VictimUnit]) -> bool:
+        """Is ``taken`` plus ``unit`` fair?"""
+        base_key = tuple(map(_LIKENESS, taken))
+        key = (*base_key, unit.likeness)
+        verdict = self.verdicts.get(key)
+        if verdict is not None:
+            return verdict
+        chunk = VictimChunk(unit.queue, unit.resources, unit.kind == EXTRA)
+        base = self.fair_sets.get(base_key)
+        # a base is missing when ``taken`` was judged as a whole by ``of`` only
+        if base is None:
+            grown = self.judge.judge([*chunks(taken), chunk])
+        else:
+            grown = self.judge.grow(base, chunk)
+        if grown is not None:
+            self.fair_sets[key] = grown
+        self.verdicts[key] = verdict = grown is not None
+        return verdict
 
 
 def _note_failed(session: Session, job: JobInfo) -> None:

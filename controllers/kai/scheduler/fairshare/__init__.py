@@ -40,14 +40,22 @@ leaf_allocated_non_preemptible, k_value=1.0, enabled=True, reclaimer_saturation_
     - ``reclaim_is_fair(reclaimer_queue, reclaimer_request, victims, reclaimer_preemptible=True)
       -> bool`` and ``judge_reclaim(...) -> ReclaimVerdict`` (with a message): scenario
       validation. ``victims``: ``VictimChunk``\\ s or ``(queue, resources[, elastic_extra])``
-      tuples, one per chunk (``victim_chunks`` builds KAI's chunks of a victim job). Judge
-      against ``clone()`` taken when the job's solution search starts.
+      tuples, one per chunk (``victim_chunks`` builds KAI's chunks of a victim job). Both are
+      ``ReclaimJudge(clone, queue, request, preemptible).verdict``: the one judge, whose
+      ``grow(fair_set, chunk)`` judges a fair set plus one chunk in O(queues) (the victim
+      search). Judge against ``clone()`` taken when the job's search starts.
     - ``clone()``: copy of the live state (cheap: two flat lists); ``save_state()`` /
       ``restore_state(state)``: a checkpoint pair on the same object.
-    - ``queue_shares() -> {queue: QueueShare}``; ``fair_share``, ``deserved``, ``limit``,
-      ``requested``, ``allocated``, ``allocated_non_preemptible``, ``allocatable_share``,
-      ``dominant_share``: per-queue vectors; ``is_leaf``, ``parent``, ``children``,
-      ``top_level``, ``path`` (top-level first).
+    - The read API (nothing outside this package reads ``Proportion``'s fields):
+      ``queue_shares() -> {queue: QueueShare}``; ``fair_share``, ``deserved`` (the quota),
+      ``limit``, ``requested``, ``allocated``, ``allocated_non_preemptible``,
+      ``allocatable_share``, ``saturation`` (allocated / fair share, reclaim's ratio):
+      per-queue vectors; ``figures(queue, resource) -> QueueFigures``: all of them for one
+      resource; ``dominant_share``; the same vectors by queue index (``tree.lookup(name)``):
+      ``fair_share_at``, ``deserved_at``, ``limit_at``, ``allocatable_share_at``,
+      ``allocated_at``, ``allocated_non_preemptible_at``; structure: ``tree`` (a
+      ``QueueIndex``), ``names``, ``is_leaf``, ``parent``, ``children``, ``top_level``,
+      ``path`` (top-level first), ``ancestors`` (the queue first).
 
     ``enabled=False`` (scenario ``proportion: false``): capacity checks pass, queues compare
     only by age then name, ``can_reclaim`` and reclaim validation always refuse. Accounting
@@ -59,24 +67,27 @@ order, so results never depend on input list order.
 
 from kai.scheduler.fairshare.capacity import NON_PREEMPTIBLE_OVER_QUOTA, OVER_LIMIT
 from kai.scheduler.fairshare.division import ShareInput, divide, divide_level, divide_tree
-from kai.scheduler.fairshare.proportion import Proportion
+from kai.scheduler.fairshare.proportion import Proportion, QueueFigures
+from kai.scheduler.fairshare.queue_index import QueueIndex
 from kai.scheduler.fairshare.queue_order import QueueOrderKey
 from kai.scheduler.fairshare.reclaim import (
+    ReclaimJudge,
     ReclaimVerdict,
     VictimChunk,
     judge_reclaim,
     victim_chunks,
 )
 from kai.scheduler.fairshare.resources import EPS, Vector, to_mapping, to_vector
-from kai.scheduler.fairshare.tree import QueueTree
 
 __all__ = [
     "EPS",
     "NON_PREEMPTIBLE_OVER_QUOTA",
     "OVER_LIMIT",
     "Proportion",
+    "QueueFigures",
+    "QueueIndex",
     "QueueOrderKey",
-    "QueueTree",
+    "ReclaimJudge",
     "ReclaimVerdict",
     "ShareInput",
     "Vector",

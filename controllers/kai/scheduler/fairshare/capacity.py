@@ -23,13 +23,12 @@ NON_PREEMPTIBLE_OVER_QUOTA = "NonPreemptibleOverQuota"
 
 def over_limit(p: Proportion, leaf: int, r: Vector) -> Reason | None:
     """First OverLimit violation on the chain from ``leaf`` up, resources in KAI's order."""
-    alloc = p._alloc
     for q in p.tree.ancestors[leaf]:
-        lim = p._limit[q]
+        lim = p.limit_at(q)
         for k in CHECK_ORDER:
             if lim[k] == UNLIMITED or r[k] == 0:
                 continue
-            have = alloc[3 * q + k]
+            have = p.allocated_at(q)[k]
             if lim[k] < have + r[k] - EPS:
                 name = p.tree.names[q]
                 return Reason(
@@ -46,13 +45,12 @@ def over_limit(p: Proportion, leaf: int, r: Vector) -> Reason | None:
 
 def non_preemptible_over_quota(p: Proportion, leaf: int, r: Vector) -> Reason | None:
     """First NonPreemptibleOverQuota violation on the chain from ``leaf`` up."""
-    alloc_np = p._alloc_np
     for q in p.tree.ancestors[leaf]:
-        des = p._deserved[q]
+        des = p.deserved_at(q)
         for k in CHECK_ORDER:
             if des[k] == UNLIMITED or r[k] == 0:
                 continue
-            have = alloc_np[3 * q + k]
+            have = p.allocated_non_preemptible_at(q)[k]
             if des[k] < have + r[k] - EPS:
                 name = p.tree.names[q]
                 return Reason(

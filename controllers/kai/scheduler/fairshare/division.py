@@ -40,6 +40,7 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+from kai.scheduler.fairshare.queue_index import QueueIndex
 from kai.scheduler.fairshare.resources import (
     EPS,
     RESOURCE_INDEXES,
@@ -48,7 +49,6 @@ from kai.scheduler.fairshare.resources import (
     to_mapping,
     to_vector,
 )
-from kai.scheduler.fairshare.tree import QueueTree
 from kai.scheduler.snapshot import MANAGED_RESOURCES, UNLIMITED, QueueResource, QueueSpec
 
 
@@ -195,7 +195,7 @@ def queue_resource(spec: QueueSpec, resource: str) -> QueueResource:
 
 
 def divide_tree(
-    tree: QueueTree,
+    tree: QueueIndex,
     total_capacity: Vector,
     requested: Sequence[Vector],
     k_value: float = 1.0,
@@ -246,13 +246,13 @@ def divide(
       ``QueueResource()`` defaults). Input order does not matter.
     - ``total_capacity``: per resource, what the top-level queues divide.
     - ``requested``: per queue, allocated + pending **already rolled up** over its subtree
-      (use ``QueueTree.roll_up`` on leaf figures); missing queues request nothing.
+      (use ``QueueIndex.roll_up`` on leaf figures); missing queues request nothing.
     - ``usage``: per queue normalised historical usage; default ``QueueSpec.usage``.
     - ``k_value``: KAI ``kValue`` (clamped at >= 0).
 
     Returns ``{queue: {"gpu": .., "cpu": .., "memory": ..}}``.
     """
-    tree = QueueTree(queues)
+    tree = QueueIndex(queues)
     for name in requested:
         tree.lookup(name)
     req = [to_vector(requested.get(name, (0.0, 0.0, 0.0))) for name in tree.names]

@@ -13,6 +13,7 @@ ancestor in O(depth). ``requested`` is fixed for the session, as in KAI.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 
 from kai.scheduler.fairshare.capacity import (
     NON_PREEMPTIBLE_OVER_QUOTA,
@@ -21,8 +22,14 @@ from kai.scheduler.fairshare.capacity import (
     over_limit,
 )
 from kai.scheduler.fairshare.division import divide_tree, queue_resource
+from kai.scheduler.fairshare.queue_index import QueueIndex
 from kai.scheduler.fairshare.queue_order import QueueOrderKey
-from kai.scheduler.fairshare.reclaim import ReclaimVerdict, VictimLike, judge_reclaim
+from kai.scheduler.fairshare.reclaim import (
+    ReclaimVerdict,
+    VictimLike,
+    judge_reclaim,
+    saturation_ratio,
+)
 from kai.scheduler.fairshare.resources import (
     EPS,
     RESOURCE_INDEXES,
@@ -33,14 +40,13 @@ from kai.scheduler.fairshare.resources import (
     to_mapping,
     to_vector,
 )
-from kai.scheduler.fairshare.tree import QueueTree
 from kai.scheduler.result import QueueShare, Reason
 from kai.scheduler.snapshot import MANAGED_RESOURCES, UNLIMITED, QueueSpec
 
 #: KAI's penalty factor for allocations in a resource whose allocatable share is 0
 NO_SHARE_DRF_MULTIPLIER = 1000.0
 
-__all__ = ["NON_PREEMPTIBLE_OVER_QUOTA", "OVER_LIMIT", "Proportion"]
+__all__ = ["NON_PREEMPTIBLE_OVER_QUOTA", "OVER_LIMIT", "Proportion", "QueueFigures"]
 
 
 class Proportion:
@@ -72,7 +78,7 @@ class Proportion:
         enabled: bool = True,
         reclaimer_saturation_multiplier: float = 1.0,
     ) -> None:
-        self.tree = QueueTree(queues)
+        self.tree = QueueIndex(queues)
         self.enabled = enabled
         self.total_capacity: Vector = to_vector(total_capacity)
         self.k_value = max(0.0, float(k_value))
@@ -117,7 +123,15 @@ class Proportion:
         """From the top-level queue down to ``name``."""
         return self.tree.path(name)
 
+    def ancestors(self, name: str) -> list[str]:
+        """``name``, its parent, ..., its top-level queue."""
+        names = self.tree.names
+        return [names[i] for i in self.tree.ancestors[self.tree.lookup(name)]]
+
     # ------------------------------------------------------------------ figures (vectors)
+    # By name, as below, or by the queue's index in ``tree`` (``tree.lookup(name)``) with the
+    # ``*_at`` methods, which the fair-share rules use in their loops. Vectors are
+    # ``(gpu, cpu, memory)``; -1 in a quota, limit or share means unlimited.
     def fair_share(self, name: str) -> Vector:
         return self._fair[self.tree.lookup(name)]
 
@@ -135,15 +149,73 @@ class Proportion:
         return self._allocatable[self.tree.lookup(name)]
 
     def allocated(self, name: str) -> Vector:
-        return self._get(self._alloc, self.tree.lookup(name))
+        return self.allocated_at(self.tree.lookup(name))
 
     def allocated_non_preemptible(self, name: str) -> Vector:
-        return self._get(self._alloc_np, self.tree.lookup(name))
+        return self.allocated_non_preemptible_at(self.tree.lookup(name))
+
+    def saturation(self, name: str, extra: ResourcesLike | None = None) -> Vector:
+        """Per resource, (allocated + extra) / fair share: the ratio reclaim's saturation rule
+        compares (fair share 0: infinite when something is allocated, else 0; unlimited: 0)."""
+        i = self.tree.lookup(name)
+        alloc = self.allocated_at(i)
+        if extra is not None:
+            e = to_vector(extra)
+            alloc = (alloc[0] + e[0], alloc[1] + e[1], alloc[2] + e[2])
+        fair = self._fair[i]
+        return (
+            saturation_ratio(alloc[0], fair[0]),
+            saturation_ratio(alloc[1], fair[1]),
+            saturation_ratio(alloc[2], fair[2]),
+        )
+
+    def figures(self, name: str, resource: str) -> QueueFigures:
+        """Every figure of one queue in one resource (``"gpu"``, ``"cpu"`` or ``"memory"``)."""
+        i = self.tree.lookup(name)
+        try:
+            k = MANAGED_RESOURCES.index(resource)
+        except ValueError:
+            raise ValueError(
+                f"queue '{name}': unknown resource {resource!r}, expected one of "
+                f"{', '.join(MANAGED_RESOURCES)}"
+            ) from None
+        return QueueFigures(
+            quota=self._deserved[i][k],
+            limit=self._limit[i][k],
+            fair_share=self._fair[i][k],
+            allocatable_share=self._allocatable[i][k],
+            requested=self._requested[i][k],
+            allocated=self._alloc[3 * i + k],
+            allocated_non_preemptible=self._alloc_np[3 * i + k],
+        )
+
+    # by queue index (``tree.lookup(name)``)
+    def fair_share_at(self, i: int) -> Vector:
+        return self._fair[i]
+
+    def deserved_at(self, i: int) -> Vector:
+        return self._deserved[i]
+
+    def limit_at(self, i: int) -> Vector:
+        return self._limit[i]
+
+    def allocatable_share_at(self, i: int) -> Vector:
+        return self._allocatable[i]
+
+    def allocated_at(self, i: int) -> Vector:
+        b = 3 * i
+        alloc = self._alloc
+        return (alloc[b], alloc[b + 1], alloc[b + 2])
+
+    def allocated_non_preemptible_at(self, i: int) -> Vector:
+        b = 3 * i
+        alloc_np = self._alloc_np
+        return (alloc_np[b], alloc_np[b + 1], alloc_np[b + 2])
 
     def dominant_share(self, name: str, extra: ResourcesLike | None = None) -> float:
         """Max over resources of (allocated + extra) / allocatable share (KAI's queue order)."""
         i = self.tree.lookup(name)
-        alloc = self._get(self._alloc, i)
+        alloc = self.allocated_at(i)
         if extra is not None:
             e = to_vector(extra)
             alloc = (alloc[0] + e[0], alloc[1] + e[1], alloc[2] + e[2])
@@ -154,9 +226,9 @@ class Proportion:
         return {
             name: QueueShare(
                 fair_share=to_mapping(self._fair[i]),
-                allocated=to_mapping(self._get(self._alloc, i)),
+                allocated=to_mapping(self.allocated_at(i)),
                 requested=to_mapping(self._requested[i]),
-                allocated_non_preemptible=to_mapping(self._get(self._alloc_np, i)),
+                allocated_non_preemptible=to_mapping(self.allocated_non_preemptible_at(i)),
             )
             for i, name in enumerate(self.tree.names)
         }
@@ -312,13 +384,13 @@ class Proportion:
             return False
         i = self.tree.lookup(queue)
         r = to_vector(job_request)
-        alloc = self._get(self._alloc, i)
+        alloc = self.allocated_at(i)
         fair = self._fair[i]
         if not all(leq_unlimited(alloc[k] + r[k], fair[k]) for k in RESOURCE_INDEXES):
             return False
         if preemptible:
             return True
-        alloc_np = self._get(self._alloc_np, i)
+        alloc_np = self.allocated_non_preemptible_at(i)
         des = self._deserved[i]
         return all(leq_unlimited(alloc_np[k] + r[k], des[k]) for k in RESOURCE_INDEXES)
 
@@ -329,7 +401,7 @@ class Proportion:
         victims: Sequence[VictimLike],
         reclaimer_preemptible: bool = True,
     ) -> bool:
-        """Scenario validation of reclaim; see ``reclaim.judge_reclaim``."""
+        """Scenario validation of reclaim; see ``reclaim.ReclaimJudge``."""
         return judge_reclaim(
             self, reclaimer_queue, reclaimer_request, victims, reclaimer_preemptible, explain=False
         ).ok
@@ -346,11 +418,18 @@ class Proportion:
             self, reclaimer_queue, reclaimer_request, victims, reclaimer_preemptible
         )
 
-    # ------------------------------------------------------------------ internals
-    @staticmethod
-    def _get(flat: list[float], i: int) -> Vector:
-        b = 3 * i
-        return (flat[b], flat[b + 1], flat[b + 2])
+
+@dataclass(frozen=True)
+class QueueFigures:
+    """One queue's figures in one resource (``Proportion.figures``); -1 = unlimited."""
+
+    quota: float  # KAI's deserved
+    limit: float
+    fair_share: float
+    allocatable_share: float  # min(limit, max(quota, fair share)); the limit when quota is -1
+    requested: float
+    allocated: float
+    allocated_non_preemptible: float
 
 
 def _vector_or_zero(resources: ResourcesLike | None) -> Vector:

@@ -60,10 +60,6 @@ def to_mapping(vector: Sequence[float]) -> dict[str, float]:
     return {name: float(vector[i]) for i, name in enumerate(MANAGED_RESOURCES)}
 
 
-def is_unlimited(value: float) -> bool:
-    return value == UNLIMITED
-
-
 def leq_unlimited(a: float, b: float) -> bool:
     """``a <= b`` where -1 means infinity on either side (KAI's ``LessEqual`` per resource)."""
     if a == UNLIMITED:

@@ -15,7 +15,7 @@ from kai.scheduler.fairshare.resources import ZERO, ResourcesLike, Vector, to_ve
 from kai.scheduler.snapshot import MANAGED_RESOURCES, UNLIMITED, QueueSpec
 
 
-class QueueTree:
+class QueueIndex:
     """Immutable structure of a queue tree (n levels).
 
     Raises ``ValueError`` naming the queue and the field for a duplicate name, an unknown
