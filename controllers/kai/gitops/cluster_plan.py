@@ -63,6 +63,7 @@ DOCUMENT_KINDS = ("QueueTree", "TopologyPolicy", "SharingPolicy", "SchedulerPoli
 POLICY_DATA_PREFIX = {"SharingPolicy": "sharing-policy.", "SchedulerPolicy": "scheduler-policy."}
 NAMESPACE_QUEUES_KEY = "namespace-queues.yaml"
 MAX_ROUNDS = 64
+KEPT_PREFIX = "cluster:Queue/"
 
 State = Literal["applied", "invalid", "refused"]
 
@@ -136,6 +137,16 @@ def _tree_queue_names(doc: dict[str, Any]) -> list[str]:
     return names
 
 
+def _settled(doc: dict[str, Any]) -> bool:
+    status = doc.get("status") or {}
+    generation = (doc.get("metadata") or {}).get("generation")
+    applied = any(
+        c.get("type") == "Applied" and c.get("status") == "True"
+        for c in status.get("conditions") or []
+    )
+    return applied and generation is not None and status.get("observedGeneration") == generation
+
+
 def _loaded(obj: dict[str, Any], label: str) -> LoadResult:
     """The object as ``kai validate`` would read it from a file named ``label``."""
     clean = {
@@ -169,6 +180,8 @@ class _Planner:
         self.configmap = configmap
         self.cm_namespace = configmap_namespace
         self.outcomes = {key: DocumentOutcome(key) for key in self.docs}
+        # documents applied as they are now (status says so for this generation)
+        self.settled = {key for key, doc in self.docs.items() if _settled(doc)}
 
     # -- helpers ---------------------------------------------------------------------------
     def _set_aside(self) -> set[str]:
@@ -258,9 +271,8 @@ class _Planner:
                 kept.add(name)
         return kept
 
-    def _validate_round(self) -> bool:
-        """One validation pass; True when no applied document has an error left."""
-        set_aside = self._set_aside()
+    def _report(self, set_aside: set[str]) -> list[Problem]:
+        """kai validate over the documents not set aside and the Queues that stay as they are."""
         loaded = LoadResult()
         for key, doc in self.docs.items():
             if key not in set_aside:
@@ -268,20 +280,77 @@ class _Planner:
                 loaded.documents += part.documents
                 loaded.problems += part.problems
         for name in sorted(self._kept_queue_names(set_aside)):
-            part = _loaded(self.queues[name], f"cluster:Queue/{name}")
-            loaded.documents += part.documents
-        report = validate(loaded)
+            loaded.documents += _loaded(self.queues[name], f"{KEPT_PREFIX}{name}").documents
+        return validate(loaded).problems
+
+    def _foreign_errors(self, problems: list[Problem], baseline: set[Problem]) -> list[Problem]:
+        """Errors reported on documents already applied as they are, or on kept Queues (beyond
+        the errors those Queues have on their own): some changed document caused them."""
+        return [
+            p
+            for p in problems
+            if p.severity == "error"
+            and p not in baseline
+            and (p.file.startswith(KEPT_PREFIX) or p.file in self.settled)
+        ]
+
+    def _validate_round(self) -> bool:
+        """One validation pass; True when no applied document has an error left.
+
+        An error reported on a changed document sets that document aside (if several have
+        errors, first those that have them on their own). An error reported
+        elsewhere (on a document applied as it is, or a kept Queue: ``children-quota-sum`` is
+        reported at the parent) is blamed on the changed document whose removal makes it go
+        away, newest first; when none alone does, on every changed document."""
+        set_aside = self._set_aside()
+        problems = self._report(set_aside)
         for outcome in self.outcomes.values():
             if outcome.key not in set_aside:
-                outcome.problems = []
-        for problem in report.problems:
-            found = self.outcomes.get(problem.file)
-            if found is not None and found.key not in set_aside:
-                found.problems.append(problem)
-        failed = [o for o in self.outcomes.values() if o.state == "applied" and o.errors]
-        for outcome in failed:
-            outcome.state = "invalid"
-        return not failed
+                outcome.problems = [p for p in problems if p.file == outcome.key]
+        direct = [
+            o
+            for o in self.outcomes.values()
+            if o.state == "applied" and o.errors and o.key not in self.settled
+        ]
+        if direct:
+            # An error may only be the echo of another document's change (a parent's new
+            # limit makes the children's quotas too big): hold back the documents that are
+            # wrong even without the other erring ones, or all of them when none is.
+            keys = {o.key for o in direct}
+            own = [
+                o
+                for o in direct
+                if any(
+                    p.file == o.key and p.severity == "error"
+                    for p in self._report(set_aside | (keys - {o.key}))
+                )
+            ]
+            for outcome in own or direct:
+                outcome.state = "invalid"
+            return False
+        kept_only = self._report(set(self.docs))
+        baseline = {p for p in kept_only if p.severity == "error"}
+        foreign = self._foreign_errors(problems, baseline)
+        if not foreign:
+            return True
+        changed = [k for k in reversed(self.docs) if k not in set_aside and k not in self.settled]
+        alone = next(
+            (
+                k
+                for k in changed
+                if not self._foreign_errors(self._report(set_aside | {k}), baseline)
+            ),
+            None,
+        )
+        culprits = [alone] if alone is not None else changed
+        if not culprits:  # nothing changed: the applied documents are invalid as they stand
+            culprits = sorted({p.file for p in foreign if p.file in self.outcomes})
+            if not culprits:
+                return True  # only hand-made Queues are wrong; nothing of ours to hold back
+        for key in culprits:
+            self.outcomes[key].state = "invalid"
+            self.outcomes[key].problems = self.outcomes[key].problems + foreign
+        return False
 
     # -- 4. compile ------------------------------------------------------------------------
     def _compile(self) -> list[dict[str, Any]]:
