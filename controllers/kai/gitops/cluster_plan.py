@@ -31,6 +31,7 @@ Rules, in order:
 
 from __future__ import annotations
 
+import copy
 import functools
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -145,6 +146,33 @@ def _settled(doc: dict[str, Any]) -> bool:
         for c in status.get("conditions") or []
     )
     return applied and generation is not None and status.get("observedGeneration") == generation
+
+
+def _memory_bytes(megabytes: int) -> int:
+    """The amount of a tree that compiled to ``megabytes``: compile rounds bytes up to MB, so
+    it lies in ((MB - 1) * 10^6, MB * 10^6]; the value with the most trailing binary zeros
+    there (``12Ti`` for 13194140) is what a person writes, unless it is whole gigabytes."""
+    low, high = (megabytes - 1) * 10**6 + 1, megabytes * 10**6
+    if megabytes % 1000 == 0:
+        return high  # whole gigabytes: a decimal amount ("512G")
+    for shift in range(50, 9, -1):
+        step = 1 << shift
+        candidate = -(-low // step) * step
+        if candidate <= high:
+            return candidate
+    return high
+
+
+def _exact_amounts(queue: dict[str, Any]) -> dict[str, Any]:
+    """A Queue compiled from a tree, with its memory amounts as the tree wrote them, so sums
+    over kept and new queues compare exact amounts, not amounts rounded up to megabytes."""
+    spec = copy.deepcopy(queue.get("spec") or {})
+    entry = (spec.get("resources") or {}).get("memory")
+    for kind in ("quota", "limit"):
+        value = entry.get(kind) if isinstance(entry, dict) else None
+        if isinstance(value, int) and not isinstance(value, bool) and value >= 1:
+            entry[kind] = _memory_bytes(value) / 10**6
+    return {**queue, "spec": spec}
 
 
 def _loaded(obj: dict[str, Any], label: str) -> LoadResult:
@@ -280,7 +308,10 @@ class _Planner:
                 loaded.documents += part.documents
                 loaded.problems += part.problems
         for name in sorted(self._kept_queue_names(set_aside)):
-            loaded.documents += _loaded(self.queues[name], f"{KEPT_PREFIX}{name}").documents
+            queue = self.queues[name]
+            if self._owners(queue) is not None:
+                queue = _exact_amounts(queue)
+            loaded.documents += _loaded(queue, f"{KEPT_PREFIX}{name}").documents
         return validate(loaded).problems
 
     def _foreign_errors(self, problems: list[Problem], baseline: set[Problem]) -> list[Problem]:

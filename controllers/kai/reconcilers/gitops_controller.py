@@ -197,11 +197,18 @@ class GitOpsController:
             configmap_namespace=self.options.namespace,
         )
         self.last_plan = result
+        log.debug(
+            "plan: %d to apply, %d to prune; set aside: %s",
+            len(result.apply),
+            len(result.prune),
+            {k: o.state for k, o in result.outcomes.items() if o.state != "applied"} or "none",
+        )
         failures: dict[str, str] = {}
         for obj in result.apply:
             try:
                 self._apply(obj, result.outcomes)
             except KubeError as exc:
+                log.warning("apply %s %s: %s", obj["kind"], obj["metadata"]["name"], exc)
                 for owner in owner_documents(obj) or []:
                     failures[owner] = f"{obj['kind']} {obj['metadata']['name']}: {exc}"
         blocked = self._prune(result.prune, result.outcomes)
@@ -365,8 +372,11 @@ class GitOpsController:
         conditions: list[tuple[str, bool, str, str]] = []
         if errors:
             first = errors[0]
+            # a condition reason is CamelCase: children-quota-sum -> ChildrenQuotaSum; the
+            # message keeps kai validate's rule ids
+            reason = "".join(part.capitalize() for part in first.rule.split("-"))
             conditions.append(
-                ("Invalid", True, first.rule, "; ".join(_problem_text(p) for p in errors))
+                ("Invalid", True, reason, "; ".join(_problem_text(p) for p in errors))
             )
         else:
             conditions.append(("Invalid", False, "Valid", "kai validate finds no error"))
@@ -458,7 +468,7 @@ class GitOpsController:
 
 
 def _problem_text(problem: Any) -> str:
-    subject = " ".join(part for part in (problem.path,) if part)
+    subject = " ".join(part for part in (problem.object, problem.path) if part)
     return f"[{problem.rule}] {subject + ': ' if subject else ''}{problem.message}"
 
 

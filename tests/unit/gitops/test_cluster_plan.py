@@ -189,3 +189,17 @@ def test_child_of_a_kept_tree_is_checked_against_the_kept_queues() -> None:
     nlp = next(o for o in result.apply if o["metadata"]["name"] == "nlp")
     assert nlp["spec"]["resources"]["gpu"]["quota"] == 47
     assert all(o["metadata"]["name"] != "research" for o in result.apply)  # kept as it was
+
+
+def test_error_at_a_parent_is_blamed_on_the_changed_child_tree() -> None:
+    docs, raw, existing = _converged()
+    queues, topologies, configmap = _split(existing)
+    research = _tree(docs, "research-teams")
+    research["spec"]["queues"][0]["quota"]["gpu"] = 1280  # reported at 'research' (departments)
+    result = plan(docs, raw + queues, topologies, configmap)
+    assert result.outcomes["QueueTree/departments"].state == "applied"  # no rounding echo
+    outcome = result.outcomes["QueueTree/research-teams"]
+    assert outcome.state == "invalid"
+    assert [(p.rule, p.object) for p in outcome.errors] == [
+        ("children-quota-sum", "QueueTree/departments")
+    ]
