@@ -245,6 +245,9 @@ class System:
             )
             jobs = ginformers.add("jobs", JOBS)
             pgs = ginformers.add("podgroups", PODGROUPS)
+            from kai.kube.resources import QUEUES
+
+            gqueues = ginformers.add("queues", QUEUES)
             ginformers.start()
             self.stoppers.append(ginformers.stop)
             ginformers.wait_synced(sync_timeout)
@@ -257,6 +260,7 @@ class System:
                 scheduler_name=o.scheduler_name,
                 workers=o.grouper_workers,
                 queue_label=o.queue_label,
+                queues=gqueues,
             ).start()
             self.stoppers.append(self.grouper.stop)
             self.informers["podgrouper"] = ginformers
