@@ -195,8 +195,8 @@ def test_controller_end_to_end(api: tuple[str, Kube], kubectl: str, repo: Path) 
 
         # 2. one quota changed in the applied document: Queue and scheduler follow
         _edit(repo / "queues" / "research.yaml", NLP_QUOTA, NLP_QUOTA.replace("48", "40", 1))
-        started = time.monotonic()
         _kubectl(kubectl, kubeconfig, "apply", "-f", str(repo / "queues" / "research.yaml"))
+        started = time.monotonic()  # kubectl has returned: the document is stored
         eventually(
             lambda: kube.get(QUEUES, "nlp")["spec"]["resources"]["gpu"]["quota"] == 40,
             timeout=10,
