@@ -191,7 +191,8 @@ class System:
             recorder = EventRecorder(kube, "kai-scheduler").start()
             self.stoppers.append(recorder.stop)
             informers = make_informers(kube, o.scheduler_name, o.config_map)
-            elector = self._elector(kube, "kai-scheduler", "kai-scheduler")
+            # one Lease per scheduler name: schedulers of different names do not fight over one
+            elector = self._elector(kube, o.scheduler_name, "kai-scheduler")
             scheduler = Scheduler(
                 kube,
                 informers,
