@@ -168,8 +168,10 @@ def _exact_amounts(queue: dict[str, Any]) -> dict[str, Any]:
     over kept and new queues compare exact amounts, not amounts rounded up to megabytes."""
     spec = copy.deepcopy(queue.get("spec") or {})
     entry = (spec.get("resources") or {}).get("memory")
+    if not isinstance(entry, dict):
+        return queue
     for kind in ("quota", "limit"):
-        value = entry.get(kind) if isinstance(entry, dict) else None
+        value = entry.get(kind)
         if isinstance(value, int) and not isinstance(value, bool) and value >= 1:
             entry[kind] = _memory_bytes(value) / 10**6
     return {**queue, "spec": spec}
