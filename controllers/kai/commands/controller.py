@@ -57,7 +57,7 @@ def run(args: argparse.Namespace) -> int:
     from kai.sim.system import identity
 
     stoppers: list[Callable[[], object]] = []
-    registries: list[Registry] = []
+    registry = Registry()
     started: list[bool] = []
 
     def stop_all() -> None:
@@ -69,7 +69,7 @@ def run(args: argparse.Namespace) -> int:
 
     if args.metrics_port:  # served from the start: liveness holds while the caches fill
         try:
-            metrics = MetricsServer(registries, args.metrics_port, ready=ready).start()
+            metrics = MetricsServer([registry], args.metrics_port, ready=ready).start()
         except OSError as exc:
             message = f"metrics port {args.metrics_port}: {exc.strerror}"
             complain("kai controller", message, args.log_format)
@@ -91,6 +91,7 @@ def run(args: argparse.Namespace) -> int:
             recorder,
             ControllerOptions(namespace=args.namespace, resync=args.resync),
             is_leader=(lambda: elector.is_leader) if elector else None,
+            registry=registry,
         )
         stoppers.append(informers.stop)
         stoppers.append(controller.stop)
@@ -99,7 +100,6 @@ def run(args: argparse.Namespace) -> int:
         complain("kai controller", str(what), args.log_format)
         stop_all()
         return 2
-    registries.append(controller.registry)
     started.append(True)
     try:
         code = wait_for_signal()

@@ -122,6 +122,7 @@ class GitOpsController:
         options: ControllerOptions | None = None,
         *,
         is_leader: Callable[[], bool] | None = None,
+        registry: Registry | None = None,
     ) -> None:
         self.kube = kube
         self.informers = informers
@@ -131,7 +132,7 @@ class GitOpsController:
         self.queue = WorkQueue("controller", self._process, workers=1, base=0.2, cap=30.0)
         self.blocked: dict[str, list[str]] = {}  # queue name -> what holds it
         self.last_plan: Plan | None = None
-        self.registry = Registry()
+        self.registry = registry or Registry()
         self.m_reconciles = self.registry.counter(
             "kai_controller_reconciles_total", "Reconciles by result", ("result",)
         )
@@ -493,9 +494,12 @@ def start_controller(
     *,
     is_leader: Callable[[], bool] | None = None,
     sync_timeout: float = 60.0,
+    registry: Registry | None = None,
 ) -> tuple[GitOpsController, InformerSet]:
     informers = make_informers(kube, options.namespace)
-    controller = GitOpsController(kube, informers, recorder, options, is_leader=is_leader)
+    controller = GitOpsController(
+        kube, informers, recorder, options, is_leader=is_leader, registry=registry
+    )
     informers.start()
     informers.wait_synced(sync_timeout)
     controller.start()
