@@ -74,7 +74,8 @@ def make_informers(kube: Kube, namespace: str) -> InformerSet:
     informers.add(
         "ConfigMap",
         CONFIGMAPS,
-        field_selector=f"metadata.name=kai-scheduler-config,metadata.namespace={namespace}",
+        namespace=namespace,  # a Role in that namespace is enough to read it
+        field_selector="metadata.name=kai-scheduler-config",
     )
     informers.add("PodGroup", PODGROUPS)
     return informers
