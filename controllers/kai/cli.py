@@ -60,6 +60,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "kai.commands.completion",
         "print the shell completion script (bash, zsh, fish)",
     ),
+    "controller": ("kai.commands.controller", "reconcile GitOps documents into Queues, Topologies"),
 }
 
 COLOR_MODES = ("auto", "always", "never")

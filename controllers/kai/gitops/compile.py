@@ -220,12 +220,20 @@ def scheduler_settings(name: str, spec: dict[str, Any]) -> dict[str, Any]:
         "nodePool": spec.get("nodePool", ""),
         "placementStrategy": {"gpu": strategy["gpu"], "cpu": strategy["cpu"]},
         "actions": order,
+        # mappings sorted by key: the API server does not keep the order they were written in,
+        # and the controller must write what `kai render` writes
         "plugins": {
-            plugin: {k: v for k, v in (values or {}).items() if v is not None}
+            plugin: {
+                k: dict(sorted(v.items())) if isinstance(v, dict) else v
+                for k, v in sorted((values or {}).items())
+                if v is not None
+            }
             for plugin, values in sorted((spec.get("plugins") or {}).items())
         },
         "queueDepthPerAction": {
-            k: v for k, v in (spec.get("queueDepthPerAction") or {}).items() if v is not None
+            k: v
+            for k, v in sorted((spec.get("queueDepthPerAction") or {}).items())
+            if v is not None
         },
         "minRuntime": {
             "preemptMinRuntime": min_runtime.get("preemptMinRuntime") or "0s",

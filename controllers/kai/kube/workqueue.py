@@ -73,7 +73,9 @@ class WorkQueue:
                 return
             self._queued.add(key)
             self._queue.append(key)
-            self._cv.notify()
+            # notify_all: the delay thread waits on the same condition, and a plain notify()
+            # may wake it instead of a worker, leaving the key queued until the next event
+            self._cv.notify_all()
 
     def add_after(self, key: Hashable, delay: float) -> None:
         if delay <= 0:

@@ -9,7 +9,9 @@ Rules:
 - any other owner: one PodGroup for the (first) owner, minMember 1 (full integrations are
   issue 7's business);
 - queue: label ``kai.scheduler/queue`` of the top owner, else of the pod, else label
-  ``project``, else ``default-queue``; once created, the PodGroup's queue is never changed;
+  ``project``, else the queue whose QueueTree lists the pod's namespace (the Queues'
+  ``gitops.kai.scheduler/namespaces`` annotation, :mod:`kai.api.namespace_queues`), else
+  ``default-queue``; once created, the PodGroup's queue is never changed;
 - priorityClassName: top owner label ``priorityClassName``, pod label, ``spec.priorityClassName``,
   else ``train``; preemptibility: label ``kai.scheduler/preemptibility`` (owner, then pod);
 - topology: top owner annotations ``kai.scheduler/topology[-required|-preferred-placement]``.
@@ -25,6 +27,7 @@ import threading
 from collections.abc import Hashable
 from typing import Any, cast
 
+from kai.api.namespace_queues import NamespaceQueues, from_queues, resolve_queue
 from kai.kube.client import ApiError, Kube, KubeError
 from kai.kube.events import EventRecorder
 from kai.kube.informer import Informer
@@ -84,21 +87,26 @@ def _topology_constraint(annotations: dict[str, str]) -> dict[str, str]:
 
 
 def podgroup_for(
-    pod: dict[str, Any], owner: dict[str, Any] | None, queue_label: str = QUEUE_LABEL
+    pod: dict[str, Any],
+    owner: dict[str, Any] | None,
+    queue_label: str = QUEUE_LABEL,
+    namespaces: NamespaceQueues | None = None,
 ) -> dict[str, Any]:
     """The PodGroup a pod belongs to (``owner`` = its top owner object, None for a bare pod;
-    ``queue_label`` = the label naming the queue, KAI's ``queueLabelKey``)."""
+    ``queue_label`` = the label naming the queue, KAI's ``queueLabelKey``; ``namespaces``: the
+    namespace -> queue bindings of the QueueTrees)."""
     pmd = pod["metadata"]
     top = owner if owner is not None else pod
     tmd = top["metadata"]
     top_labels, pod_labels = _labels(top), _labels(pod)
     name = f"pg-{tmd['name']}-{tmd['uid']}"
-    queue = (
-        top_labels.get(queue_label)
-        or pod_labels.get(queue_label)
-        or top_labels.get("project")
-        or pod_labels.get("project")
-        or DEFAULT_QUEUE
+    queue = resolve_queue(
+        pmd["namespace"],
+        pod_labels,
+        top_labels if owner is not None else None,
+        namespaces,
+        queue_label=queue_label,
+        default_queue=DEFAULT_QUEUE,
     )
     priority_class = (
         top_labels.get("priorityClassName")
@@ -169,9 +177,12 @@ class PodGrouper:
         workers: int = 8,
         is_leader: Any = None,
         queue_label: str = QUEUE_LABEL,
+        queues: Informer | None = None,
     ) -> None:
         self.kube = kube
         self.queue_label = queue_label
+        self.queues = queues  # Queues: their namespace bindings (gitops.kai.scheduler/namespaces)
+        self._bindings: tuple[int, NamespaceQueues] = (-1, NamespaceQueues())
         self.pods = pods
         self.jobs = jobs
         self.podgroups = podgroups
@@ -224,6 +235,17 @@ class PodGrouper:
         for key in keys:
             self.queue.add(key)
 
+    def _namespace_queues(self) -> NamespaceQueues | None:
+        """The bindings of the Queues in the cache, computed again only when they changed."""
+        if self.queues is None:
+            return None
+        generation, bindings = self._bindings
+        if generation != self.queues.generation:
+            generation = self.queues.generation
+            bindings = from_queues(self.queues.items())
+            self._bindings = (generation, bindings)
+        return bindings
+
     def _warn(self, pod: dict[str, Any], message: str) -> None:
         uid = pod["metadata"].get("uid", "")
         if self._warned.get(uid) == message:
@@ -249,7 +271,7 @@ class PodGrouper:
         if not known:
             return False
         try:
-            desired = podgroup_for(pod, owner, self.queue_label)
+            desired = podgroup_for(pod, owner, self.queue_label, self._namespace_queues())
         except GroupingError as exc:
             self._warn(pod, f"no PodGroup created: {exc}")
             return True

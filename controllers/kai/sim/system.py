@@ -201,7 +201,8 @@ class System:
         recorder = EventRecorder(kube, "kai-scheduler").start()
         self.stoppers.append(recorder.stop)
         informers = make_informers(kube, o.scheduler_name, o.config_map)
-        elector = self._elector(kube, "kai-scheduler", "kai-scheduler")
+        # one Lease per scheduler name: schedulers of different names do not fight over one
+        elector = self._elector(kube, o.scheduler_name, "kai-scheduler")
         scheduler = Scheduler(
             kube,
             informers,
@@ -248,6 +249,8 @@ class System:
         self.informers["binder"] = binformers
 
     def _start_podgrouper(self, sync_timeout: float) -> None:
+        from kai.kube.resources import QUEUES
+
         o = self.options
         kube = self._kube()
         recorder = EventRecorder(kube, "kai-podgrouper").start()
@@ -258,6 +261,7 @@ class System:
         )
         jobs = ginformers.add("jobs", JOBS)
         pgs = ginformers.add("podgroups", PODGROUPS)
+        gqueues = ginformers.add("queues", QUEUES)
         ginformers.start()
         self.stoppers.append(ginformers.stop)
         ginformers.wait_synced(sync_timeout)
@@ -270,6 +274,7 @@ class System:
             scheduler_name=o.scheduler_name,
             workers=o.grouper_workers,
             queue_label=o.queue_label,
+            queues=gqueues,
         ).start()
         self.stoppers.append(self.grouper.stop)
         self.informers["podgrouper"] = ginformers

@@ -10,7 +10,7 @@ from live_helpers import eventually
 from kai.kube.client import Kube
 from kai.kube.events import EventRecorder
 from kai.kube.informer import InformerSet
-from kai.kube.resources import EVENTS, JOBS, PODGROUPS, PODS
+from kai.kube.resources import EVENTS, JOBS, NAMESPACES, PODGROUPS, PODS, QUEUES
 from kai.reconcilers.podgrouper import PodGrouper
 from kai.sim.system import bootstrap
 from kai.sim.workloads import pod_manifest, submit_job
@@ -23,10 +23,11 @@ def grouper(kube: Kube) -> Iterator[PodGrouper]:
     pods = informers.add("pods", PODS, field_selector="spec.schedulerName=kai-scheduler")
     jobs = informers.add("jobs", JOBS)
     pgs = informers.add("podgroups", PODGROUPS)
+    queues = informers.add("queues", QUEUES)
     recorder = EventRecorder(kube, "kai-podgrouper").start()
     informers.start()
     assert informers.wait_synced(10)
-    g = PodGrouper(kube, pods, jobs, pgs, recorder, workers=2).start()
+    g = PodGrouper(kube, pods, jobs, pgs, recorder, workers=2, queues=queues).start()
     try:
         yield g
     finally:
@@ -114,3 +115,40 @@ def test_malformed_workload_gets_an_event_and_no_podgroup(kube: Kube, grouper: P
     # the grouper keeps working for everyone else
     kube.create(PODS, pod_manifest("fine", "default", "q"))
     eventually(lambda: _pg_of(kube, "fine"))
+
+
+def test_namespace_bound_by_a_queue_tree_gives_the_queue(kube: Kube, grouper: PodGrouper) -> None:
+    """A QueueTree leaf's namespaces (recorded on its Queue by kai controller) pick the queue of
+    a pod without a queue label; an explicit label still wins."""
+    kube.create(
+        NAMESPACES, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "team-nlp"}}
+    )
+    unlimited = {"quota": -1, "limit": -1, "overQuotaWeight": 1}
+    kube.create(
+        QUEUES,
+        {
+            "apiVersion": "scheduling.run.ai/v2",
+            "kind": "Queue",
+            "metadata": {
+                "name": "nlp",
+                "annotations": {"gitops.kai.scheduler/namespaces": "team-nlp,nlp-dev"},
+            },
+            "spec": {"resources": {r: unlimited for r in ("gpu", "cpu", "memory")}},
+        },
+    )
+    eventually(lambda: grouper.queues is not None and grouper.queues.get("nlp"))
+    kube.create(PODS, pod_manifest("unlabelled", "team-nlp", None))
+    kube.create(PODS, pod_manifest("labelled", "team-nlp", "other"))
+    unlabelled = eventually(lambda: _pg_of_in(kube, "unlabelled", "team-nlp"))
+    labelled = eventually(lambda: _pg_of_in(kube, "labelled", "team-nlp"))
+    assert kube.get(PODGROUPS, unlabelled, "team-nlp")["spec"]["queue"] == "nlp"
+    assert kube.get(PODGROUPS, labelled, "team-nlp")["spec"]["queue"] == "other"
+    # a namespace nobody binds still goes to default-queue
+    kube.create(PODS, pod_manifest("elsewhere", "default", None))
+    pg = eventually(lambda: _pg_of(kube, "elsewhere"))
+    assert kube.get(PODGROUPS, pg, "default")["spec"]["queue"] == "default-queue"
+
+
+def _pg_of_in(kube: Kube, name: str, namespace: str) -> str | None:
+    pod = kube.get(PODS, name, namespace)
+    return (pod["metadata"].get("annotations") or {}).get("pod-group-name")

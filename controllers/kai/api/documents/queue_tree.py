@@ -8,6 +8,7 @@ from pydantic import Field
 
 from kai.api.base import KaiModel, PrinterColumn, TopLevelObject
 from kai.api.documents.fields import DNSLabel, Duration, GpuAmount, Quantity, Weight
+from kai.api.documents.status import DocumentStatus
 
 GROUP = "gitops.kai.scheduler"
 VERSION = "v1alpha1"
@@ -85,6 +86,7 @@ class QueueTree(TopLevelObject):
     API_GROUP: ClassVar[str] = GROUP
     API_VERSION: ClassVar[str] = VERSION
     KIND: ClassVar[str] = "QueueTree"
+    HAS_STATUS: ClassVar[bool] = True
     PLURAL: ClassVar[str] = "queuetrees"
     SHORT_NAMES: ClassVar[tuple[str, ...]] = ("qt",)
     PRINTER_COLUMNS: ClassVar[tuple[PrinterColumn, ...]] = (
@@ -93,3 +95,4 @@ class QueueTree(TopLevelObject):
     DESCRIPTION: ClassVar[str] = "A tree of scheduling queues (compiles to KAI Queues)."
 
     spec: QueueTreeSpec
+    status: DocumentStatus | None = None

@@ -12,6 +12,7 @@ from kai.api.documents.fields import (
     LabelValue,
     PrometheusDuration,
 )
+from kai.api.documents.status import DocumentStatus
 
 GROUP = "gitops.kai.scheduler"
 VERSION = "v1alpha1"
@@ -120,7 +121,9 @@ class SchedulerPolicy(TopLevelObject):
     API_GROUP: ClassVar[str] = GROUP
     API_VERSION: ClassVar[str] = VERSION
     KIND: ClassVar[str] = "SchedulerPolicy"
+    HAS_STATUS: ClassVar[bool] = True
     PLURAL: ClassVar[str] = "schedulerpolicies"
     DESCRIPTION: ClassVar[str] = "Scheduler settings of one shard."
 
     spec: SchedulerPolicySpec = Field(default_factory=SchedulerPolicySpec)
+    status: DocumentStatus | None = None

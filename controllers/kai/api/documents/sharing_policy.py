@@ -8,6 +8,7 @@ from pydantic import Field
 
 from kai.api.base import KaiModel, TopLevelObject
 from kai.api.documents.fields import LabelValue
+from kai.api.documents.status import DocumentStatus
 
 GROUP = "gitops.kai.scheduler"
 VERSION = "v1alpha1"
@@ -44,7 +45,9 @@ class SharingPolicy(TopLevelObject):
     API_GROUP: ClassVar[str] = GROUP
     API_VERSION: ClassVar[str] = VERSION
     KIND: ClassVar[str] = "SharingPolicy"
+    HAS_STATUS: ClassVar[bool] = True
     PLURAL: ClassVar[str] = "sharingpolicies"
     DESCRIPTION: ClassVar[str] = "GPU sharing settings of one node pool."
 
     spec: SharingPolicySpec
+    status: DocumentStatus | None = None

@@ -8,6 +8,7 @@ from pydantic import Field
 
 from kai.api.base import KaiModel, TopLevelObject
 from kai.api.documents.fields import LabelKey
+from kai.api.documents.status import DocumentStatus
 
 GROUP = "gitops.kai.scheduler"
 VERSION = "v1alpha1"
@@ -39,7 +40,9 @@ class TopologyPolicy(TopLevelObject):
     API_GROUP: ClassVar[str] = GROUP
     API_VERSION: ClassVar[str] = VERSION
     KIND: ClassVar[str] = "TopologyPolicy"
+    HAS_STATUS: ClassVar[bool] = True
     PLURAL: ClassVar[str] = "topologypolicies"
     DESCRIPTION: ClassVar[str] = "A network topology (compiles to a KAI Topology)."
 
     spec: TopologyPolicySpec
+    status: DocumentStatus | None = None
