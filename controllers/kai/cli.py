@@ -60,6 +60,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "kai.commands.completion",
         "print the shell completion script (bash, zsh, fish)",
     ),
+    "webhook": ("kai.commands.webhook", "run the admission webhooks (validate, mutate)"),
 }
 
 COLOR_MODES = ("auto", "always", "never")
