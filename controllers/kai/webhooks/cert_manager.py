@@ -150,7 +150,11 @@ class SecretCerts:
         )
         signed_by_current = serving_ok and certs.signed_by(serving.cert, ca.cert)
         if not serving_ok or not signed_by_current:
-            published_long_enough = _age(since, now) >= self.publish_delay
+            # the signing CA is trusted by now if the bundle has had time to spread, or if the
+            # certificate in use already comes from it
+            published_long_enough = _age(since, now) >= self.publish_delay or (
+                certs.signed_by(serving.cert, ca.cert)
+            )
             still_usable = (
                 bool(serving.key)
                 and certs.load_certs(serving.cert)

@@ -179,6 +179,8 @@ def renew_due(pem: bytes, now: dt.datetime | None = None, fraction: float = 1 / 
     cert = certs[0]
     now = now or _now()
     total = cert.not_valid_after_utc - cert.not_valid_before_utc
+    if total > BACKDATE:
+        total -= BACKDATE  # the validity asked for; the start is backdated for clock skew
     return cert.not_valid_after_utc - now < total * fraction
 
 

@@ -100,8 +100,9 @@ class PolicyValidator:
         key = _key(subject)
         others = [o for o in cluster if _key(o) != key]
         stored = next((o for o in cluster if _key(o) == key), None)
-        before = self._problems(others, stored)
-        after = self._problems(others, req.object if req.operation != "DELETE" else None)
+        kai_queue = req.kind == "Queue"
+        before = self._problems(others, stored, kai_queue)
+        after = self._problems(others, req.object if req.operation != "DELETE" else None, kai_queue)
         seen = {_identity(p) for p in before}
         subject_name = f"{req.kind}/{key[2]}"
         errors = [p for p in after if p.severity == "error" and _identity(p) not in seen]
@@ -122,13 +123,13 @@ class PolicyValidator:
         return verdict
 
     def _problems(
-        self, others: list[dict[str, Any]], subject: dict[str, Any] | None
+        self, others: list[dict[str, Any]], subject: dict[str, Any] | None, kai_queue: bool
     ) -> list[Problem]:
         docs = [_document(o, IN_CLUSTER) for o in others]
         if subject is not None:
             docs.append(_document(subject, THIS_OBJECT))
         report = validate(LoadResult(documents=docs))
-        return [_admission_severity(p) for p in report.problems]
+        return [_admission_severity(p, kai_queue) for p in report.problems]
 
     # -- deletion ------------------------------------------------------------------------
     def _delete(self, req: Request, everything: list[dict[str, Any]]) -> str | None:
@@ -165,10 +166,10 @@ class PolicyValidator:
         )
 
 
-def _admission_severity(p: Problem) -> Problem:
-    if p.severity == "error" and (
-        p.rule in WARN_ONLY or (p.rule in KAI_ACCEPTS and (p.object or "").startswith("Queue/"))
-    ):
+def _admission_severity(p: Problem, kai_queue: bool) -> Problem:
+    """``kai_queue``: the request is about a KAI Queue (KAI's rules apply to what it causes)."""
+    kai_object = kai_queue or (p.object or "").startswith("Queue/")
+    if p.severity == "error" and (p.rule in WARN_ONLY or (p.rule in KAI_ACCEPTS and kai_object)):
         message = p.message
         if p.rule == "parent-exists":
             message = message.replace(
