@@ -97,43 +97,77 @@ def _pod(namespace: str, scheduler: str) -> dict[str, Any]:
     }
 
 
-def run_load(
-    kube: Any, rate: float, seconds: float, workers: int, scheduler: str = "kai-scheduler"
-) -> dict[str, Any]:
+def _load_part(
+    kubeconfig: str,
+    rate: float,
+    total: int,
+    workers: int,
+    scheduler: str,
+    start: float,
+    offset: int,
+    stride: int,
+) -> tuple[list[float], list[str]]:
+    """Requests ``offset, offset + stride, ...`` of the schedule, from one process."""
+    sys.path.insert(0, str(ROOT / "controllers"))
+    from kai.kube.client import Kube
     from kai.kube.resources import PODS
 
-    total = int(rate * seconds)
+    kube = Kube.from_kubeconfig(kubeconfig)
+    kube.api.rest_client.pool_manager.connection_pool_kw["maxsize"] = workers
     latencies: list[float] = []
     errors: list[str] = []
     lock = threading.Lock()
-    start = time.perf_counter() + 0.2
 
     def one(i: int) -> None:
         due = start + i / rate
-        delay = due - time.perf_counter()
+        delay = due - time.time()
         if delay > 0:
             time.sleep(delay)
         try:
-            kube.request(
-                "POST",
-                PODS.path("team-nlp"),
-                params={"dryRun": "All"},
-                body=_pod("team-nlp", scheduler),
-            )
-            ok = True
+            body = _pod("team-nlp", scheduler)
+            kube.request("POST", PODS.path("team-nlp"), params={"dryRun": "All"}, body=body)
         except Exception as exc:
-            ok = False
             with lock:
                 errors.append(f"{type(exc).__name__}: {exc}"[:200])
-        took = (time.perf_counter() - due) * 1000
-        if ok:
-            with lock:
-                latencies.append(took)
+            return
+        took = (time.time() - due) * 1000
+        with lock:
+            latencies.append(took)
 
     with ThreadPoolExecutor(max_workers=workers) as pool:
-        for i in range(total):
+        for i in range(offset, total, stride):
             pool.submit(one, i)
-    elapsed = time.perf_counter() - start
+    kube.close()
+    return latencies, errors
+
+
+def run_load(
+    kubeconfig: str,
+    rate: float,
+    seconds: float,
+    workers: int,
+    scheduler: str = "kai-scheduler",
+    processes: int = 2,
+) -> dict[str, Any]:
+    """Open-loop: request i is due at start + i / rate, spread over ``processes``."""
+    from concurrent.futures import ProcessPoolExecutor
+
+    total = int(rate * seconds)
+    start = time.time() + 1.0
+    latencies: list[float] = []
+    errors: list[str] = []
+    with ProcessPoolExecutor(max_workers=processes) as pool:
+        parts = [
+            pool.submit(
+                _load_part, kubeconfig, rate, total, workers, scheduler, start, k, processes
+            )
+            for k in range(processes)
+        ]
+        for part in parts:
+            got, failed = part.result()
+            latencies += got
+            errors += failed
+    elapsed = time.time() - start
     return {
         "sent": total,
         "rate": total / elapsed,
@@ -196,7 +230,8 @@ def main() -> int:
     parser.add_argument("--kubeconfig", help="a running cluster (default: start one)")
     parser.add_argument("--rate", type=float, default=500.0, help="pod creates per second")
     parser.add_argument("--seconds", type=float, default=20.0, help="length of each phase")
-    parser.add_argument("--workers", type=int, default=64, help="client threads")
+    parser.add_argument("--workers", type=int, default=32, help="client threads per load process")
+    parser.add_argument("--processes", type=int, default=2, help="load processes")
     parser.add_argument("--repeat", type=int, default=1, help="rounds (each: without, with)")
     args = parser.parse_args()
 
@@ -252,12 +287,23 @@ def main() -> int:
         for round_ in range(args.repeat):
             # without: pods for another scheduler, which the webhooks' match condition leaves
             # out (the API server alone, same objects, same rate)
-            run_load(kube, args.rate, 2, args.workers, "default-scheduler")  # warm up
-            without = run_load(kube, args.rate, args.seconds, args.workers, "default-scheduler")
-            run_load(kube, args.rate, 2, args.workers)
+            run_load(
+                str(kubeconfig), args.rate, 2, args.workers, "default-scheduler", args.processes
+            )  # warm up
+            without = run_load(
+                str(kubeconfig),
+                args.rate,
+                args.seconds,
+                args.workers,
+                "default-scheduler",
+                args.processes,
+            )
+            run_load(str(kubeconfig), args.rate, 2, args.workers, processes=args.processes)
             api_before = kube.get_text("/metrics")[1]
             ours_before = webhook_metrics()
-            with_hook = run_load(kube, args.rate, args.seconds, args.workers)
+            with_hook = run_load(
+                str(kubeconfig), args.rate, args.seconds, args.workers, processes=args.processes
+            )
             api_after = kube.get_text("/metrics")[1]
             ours_after = webhook_metrics()
             api = {

@@ -9,7 +9,6 @@ object before and after a mutation.
 from __future__ import annotations
 
 import base64
-import copy
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -143,7 +142,8 @@ def json_patch(before: Any, after: Any, path: list[str] | None = None) -> list[d
     """RFC 6902 operations turning ``before`` into ``after``.
 
     Mappings are compared key by key; a changed list or scalar is replaced whole (simple, and
-    exact whatever another webhook did to the list before us).
+    exact whatever another webhook did to the list before us). Values are shared with
+    ``after``, not copied: serialise the patch before changing ``after``.
     """
     path = path or []
     if isinstance(before, dict) and isinstance(after, dict):
@@ -159,4 +159,4 @@ def json_patch(before: Any, after: Any, path: list[str] | None = None) -> list[d
         return ops
     if before == after:
         return []
-    return [{"op": "replace", "path": _pointer(path), "value": copy.deepcopy(after)}]
+    return [{"op": "replace", "path": _pointer(path), "value": after}]

@@ -104,29 +104,6 @@ class AdmissionServer:
         self._thread = threading.Thread(target=self._accept, name="webhook-accept", daemon=True)
         self._open: set[socket.socket] = set()
         self._open_lock = threading.Lock()
-        server = self
-
-        class _Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-            timeout = IDLE_TIMEOUT
-
-            def log_message(self, format: str, *args: Any) -> None:
-                return
-
-            def do_POST(self) -> None:
-                server._serve(self)
-
-            def do_GET(self) -> None:
-                self._reply(404, b"POST AdmissionReview requests only\n", "text/plain")
-
-            def _reply(self, code: int, body: bytes, ctype: str) -> None:
-                self.send_response(code)
-                self.send_header("Content-Type", ctype)
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
-
-        self._handler_class = _Handler
 
     # -- certificate -------------------------------------------------------------------------
     def set_certificate(self, cert: bytes, key: bytes) -> None:
@@ -192,8 +169,8 @@ class AdmissionServer:
             self._open.add(conn)
         try:
             conn.settimeout(IDLE_TIMEOUT)
-            self._handler_class(conn, address, _NoServer())  # type: ignore[arg-type]
-        except (OSError, ssl.SSLError):
+            self._requests(conn)
+        except (OSError, ssl.SSLError, ValueError):
             pass
         finally:
             with self._open_lock:
@@ -201,25 +178,72 @@ class AdmissionServer:
             with contextlib.suppress(OSError):
                 conn.close()
 
+    def _requests(self, conn: socket.socket) -> None:
+        """HTTP/1.1 keep-alive: one request after the other until the peer closes.
+
+        A deliberately small parser (request line, headers, a Content-Length body): the API
+        server sends exactly that, and http.server's email-based header parsing costs more
+        than the admission decision itself.
+        """
+        rfile = conn.makefile("rb", buffering=65536)
+        while not self._stop.is_set():
+            line = rfile.readline(8192)
+            if not line:
+                return
+            if line in (b"\r\n", b"\n"):
+                continue
+            parts = line.split()
+            if len(parts) != 3:
+                self._send(conn, 400, b"bad request line\n", "text/plain", close=True)
+                return
+            method, target = parts[0], parts[1].decode("latin-1")
+            length, close = 0, parts[2] == b"HTTP/1.0"
+            while True:
+                header = rfile.readline(8192)
+                if header in (b"\r\n", b"\n", b""):
+                    break
+                name, _, value = header.partition(b":")
+                key = name.strip().lower()
+                if key == b"content-length":
+                    length = int(value.strip() or 0)
+                elif key == b"connection":
+                    close = value.strip().lower() == b"close"
+            if length < 0 or length > MAX_BODY:
+                self._send(conn, 413, b"body too large\n", "text/plain", close=True)
+                return
+            body = rfile.read(length) if length else b""
+            if method != b"POST":
+                self._send(conn, 405, b"POST AdmissionReview requests only\n", "text/plain")
+            else:
+                self._serve(conn, target, body)
+            if close:
+                return
+
+    @staticmethod
+    def _send(
+        conn: socket.socket, code: int, body: bytes, ctype: str, *, close: bool = False
+    ) -> None:
+        reason = {200: "OK", 400: "Bad Request", 404: "Not Found"}.get(code, "Error")
+        head = (
+            f"HTTP/1.1 {code} {reason}\r\nContent-Type: {ctype}\r\n"
+            f"Content-Length: {len(body)}\r\n" + ("Connection: close\r\n" if close else "") + "\r\n"
+        )
+        conn.sendall(head.encode("latin-1") + body)
+
     # -- one request -------------------------------------------------------------------------
-    def _serve(self, http: Any) -> None:
+    def _serve(self, conn: socket.socket, target: str, body: bytes) -> None:
         start = time.perf_counter()
-        path = http.path.split("?", 1)[0]
+        path = target.split("?", 1)[0]
         route = self.routes.get(path)
         if route is None:
-            http._reply(404, f"no webhook at {path}\n".encode(), "text/plain")
+            self._send(conn, 404, f"no webhook at {path}\n".encode(), "text/plain")
             return
         webhook, handler = route
-        length = int(http.headers.get("Content-Length") or 0)
-        if length <= 0 or length > MAX_BODY:
-            http._reply(400, b"a JSON AdmissionReview body is required\n", "text/plain")
-            return
-        body = http.rfile.read(length)
         try:
             request = parse(body)
         except ReviewError as exc:
             self.metrics.observe(webhook, "error", (time.perf_counter() - start) * 1000)
-            http._reply(400, f"{exc}\n".encode(), "text/plain")
+            self._send(conn, 400, f"{exc}\n".encode(), "text/plain")
             return
         try:
             verdict = handler(request)
@@ -234,18 +258,12 @@ class AdmissionServer:
             verdict.reason = "InternalError"
             outcome = "error"
         data = answer(request.uid, verdict)
-        http._reply(200, data, "application/json")
+        self._send(conn, 200, data, "application/json")
         self.metrics.observe(webhook, outcome, (time.perf_counter() - start) * 1000)
         if not verdict.allowed:
             log.info(
                 "%s: denied %s %s: %s", webhook, request.operation, request.label, verdict.message
             )
-
-
-class _NoServer:
-    """What BaseHTTPRequestHandler wants of ``server`` (nothing, here)."""
-
-    server_name = "kai-webhook"
 
 
 class HealthServer:
