@@ -332,6 +332,13 @@ def main() -> int:
                 )
                 for hook in ("pods.mutate", "pods.validate")
             }
+            conns = [
+                float(line.rsplit(" ", 1)[1])
+                for text in (ours_before, ours_after)
+                for line in text.splitlines()
+                if line.startswith("kai_webhook_connections_total")
+            ]
+            with_hook["connections"] = conns[1] - conns[0] if len(conns) == 2 else float("nan")
             rows.append((round_, without, with_hook, api, ours))
         _report(rows)
     finally:
@@ -357,6 +364,11 @@ def _report(rows: list[Any]) -> None:
                 f"| {round_ + 1} | {name} | {r['rate']:.0f} | {len(r['errors'])} | "
                 f"{r['p50']:.1f} | {r['p90']:.1f} | {r['p99']:.1f} | {r['max']:.1f} |"
             )
+    for round_, _w, with_hook, _api, _ours in rows:
+        print(
+            f"round {round_ + 1}: {with_hook['connections']:.0f} TLS connections opened by the "
+            "API server to the webhook"
+        )
     print()
     print("API server's view (apiserver_admission_webhook_admission_duration_seconds):")
     print("| round | phase | calls | <= 5 ms | <= 25 ms | p99 bucket |")

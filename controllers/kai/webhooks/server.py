@@ -52,6 +52,9 @@ class WebhookMetrics:
             LATENCY_BUCKETS,
             ("webhook", "verdict"),
         )
+        self.connections = r.counter(
+            "kai_webhook_connections_total", "TLS connections accepted (kept alive for reuse)"
+        )
         self.cert_rotations = r.gauge(
             "kai_webhook_certificate_rotations", "Serving certificates loaded after the first"
         )
@@ -148,6 +151,7 @@ class AdmissionServer:
                     return
                 continue
             conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            self.metrics.connections.inc()
             try:
                 self._pool.submit(self._connection, conn, address)
             except RuntimeError:  # the pool is shut down
