@@ -15,10 +15,11 @@ Three views of the same run:
 - the webhook's ``kai_webhook_request_duration_milliseconds`` (arrival to answer).
 
     .venv/bin/python bench/bench_webhook.py                    # starts a real control plane
+                                                               # (up.sh/down.sh in $KAI_REAL_K8S)
     .venv/bin/python bench/bench_webhook.py --kubeconfig FILE  # or uses a running one
     .venv/bin/python bench/bench_webhook.py --rate 500 --seconds 20
 
-``kai webhook`` runs as its own process (as in a cluster), the load generator in this one.
+``kai webhook`` runs as its own process (as in a cluster); the load comes from two more.
 """
 
 from __future__ import annotations

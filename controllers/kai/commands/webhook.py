@@ -96,6 +96,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--log-level", default="INFO", choices=("DEBUG", "INFO", "WARNING", "ERROR")
     )
+    parser.add_argument(
+        "--print-configurations",
+        action="store_true",
+        help="print the two webhook configurations for the Service --service-name in "
+        "--namespace (port 443) as YAML, and exit (for manifests and charts; the caBundle is "
+        "filled in at run time, or by cert-manager)",
+    )
 
 
 def _options(args: argparse.Namespace) -> object:
@@ -147,7 +154,22 @@ def _options(args: argparse.Namespace) -> object:
     )
 
 
+def _print_configurations(args: argparse.Namespace) -> int:
+    import yaml
+
+    from kai.webhooks.registration import configurations
+
+    service = {"namespace": args.namespace, "name": args.service_name, "port": 443}
+    objects = configurations(
+        {"service": service}, b"", namespace=args.namespace, scheduler_name=args.scheduler_name
+    )
+    sys.stdout.write(yaml.safe_dump_all(objects, sort_keys=False, explicit_start=True))
+    return 0
+
+
 def run(args: argparse.Namespace) -> int:
+    if args.print_configurations:
+        return _print_configurations(args)
     from kai.commands.scheduler import setup_logging
 
     setup_logging(args.log_level)

@@ -111,9 +111,10 @@ class WebhookApp:
                 publish_delay=opts.publish_delay,
             )
         self.health: HealthServer | None = None
-        if opts.metrics_port >= 0 and opts.metrics_port != 0:
+        if opts.metrics_port > 0:
             self.health = HealthServer(self.metrics.registry, opts.metrics_port, self.ready)
         self.registered = False
+        self._health_started = False
         self._started = threading.Event()
 
     # -- certificates ----------------------------------------------------------------------
@@ -140,6 +141,7 @@ class WebhookApp:
     def start(self, sync_timeout: float = 60.0) -> WebhookApp:
         if self.health is not None:
             self.health.start()
+            self._health_started = True
         self.certs.ensure()
         self.cluster.start()
         if not self.cluster.wait_synced(sync_timeout):
@@ -177,7 +179,7 @@ class WebhookApp:
         self.certs.stop()
         self.server.stop()
         self.cluster.stop()
-        if self.health is not None:
+        if self.health is not None and self._health_started:
             self.health.stop()
 
 

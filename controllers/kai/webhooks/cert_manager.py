@@ -96,7 +96,9 @@ class SecretCerts:
                 try:
                     self._write(stored, bundle, since)
                 except ApiError as exc:
-                    if exc.status in (404, 409):  # another replica wrote (or deleted) it
+                    # another replica wrote (or deleted) it; a 404 on create is a missing
+                    # namespace, which reading again cannot fix
+                    if exc.status == 409 or (exc.status == 404 and stored is not None):
                         log.info("certificate Secret changed under us (%s); reading again", exc)
                         continue
                     raise

@@ -131,7 +131,8 @@ class AdmissionServer:
 
     def stop(self) -> None:
         self._stop.set()
-        self._thread.join(timeout=5)
+        if self._thread.is_alive():
+            self._thread.join(timeout=5)
         with contextlib.suppress(OSError):
             self._sock.close()
         with self._open_lock:
