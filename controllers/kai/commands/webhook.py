@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 import argparse
-import signal
 import sys
-import threading
 
 HELP = "run the admission webhooks (validation of policies, queues, PodGroups, pods; pod mutation)"
 
@@ -23,7 +21,6 @@ at an address rather than through a Service) and removes them on a clean stop.
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.epilog = EPILOG
-    parser.formatter_class = argparse.RawDescriptionHelpFormatter
     parser.add_argument(
         "--kubeconfig",
         metavar="FILE",
@@ -66,7 +63,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--self-register",
         metavar="URL",
         help="create/replace the webhook configurations with this https URL and remove them "
-        "on a clean stop",
+        "on a clean stop (default: off: the configurations are installed with kai)",
     )
     parser.add_argument(
         "--namespace",
@@ -93,9 +90,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--workers", type=int, default=64, help="connections served at once (default: 64)"
     )
-    parser.add_argument(
-        "--log-level", default="INFO", choices=("DEBUG", "INFO", "WARNING", "ERROR")
-    )
+    from kai.commands._logs import add_logging_options
+
+    add_logging_options(parser)
     parser.add_argument(
         "--print-configurations",
         action="store_true",
@@ -170,13 +167,14 @@ def _print_configurations(args: argparse.Namespace) -> int:
 def run(args: argparse.Namespace) -> int:
     if args.print_configurations:
         return _print_configurations(args)
-    from kai.commands.scheduler import setup_logging
+    from kai.commands._logs import complain, setup_logging
+    from kai.commands._signals import wait_for_signal
 
-    setup_logging(args.log_level)
+    setup_logging(args.log_level, args.log_format)
     try:
         opts = _options(args)
     except SystemExit as exc:
-        print(exc, file=sys.stderr)
+        complain("kai webhook", str(exc).removeprefix("kai webhook: "), args.log_format)
         return 2
     from kai.kube.client import ConfigError, Kube, KubeError
     from kai.webhooks.app import WebhookApp
@@ -184,21 +182,19 @@ def run(args: argparse.Namespace) -> int:
     try:
         kube = Kube.from_kubeconfig(args.kubeconfig)
     except ConfigError as exc:
-        print(f"kai webhook: {exc}", file=sys.stderr)
+        complain("kai webhook", str(exc), args.log_format)
         return 2
-    stop = threading.Event()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(sig, lambda *_: stop.set())
     app = WebhookApp(kube, opts)  # type: ignore[arg-type]
     try:
         app.start()
     except (KubeError, OSError, TimeoutError, ValueError) as exc:
-        print(f"kai webhook: cannot start: {exc}", file=sys.stderr)
+        complain("kai webhook", f"cannot start: {exc}", args.log_format)
         app.stop()
+        kube.close()
         return 2
     try:
-        stop.wait()
+        code = wait_for_signal()
     finally:
         app.stop()
         kube.close()
-    return 0
+    return code
