@@ -61,6 +61,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "print the shell completion script (bash, zsh, fish)",
     ),
     "controller": ("kai.commands.controller", "reconcile GitOps documents into Queues, Topologies"),
+    "webhook": ("kai.commands.webhook", "run the admission webhooks (validate, mutate)"),
 }
 
 COLOR_MODES = ("auto", "always", "never")

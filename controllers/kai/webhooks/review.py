@@ -1,0 +1,162 @@
+"""AdmissionReview ``admission.k8s.io/v1``: the request as plain data, the answer as bytes.
+
+A handler gets a :class:`Request` and returns a :class:`Verdict`; :func:`answer` turns it into
+the response body (``allowed``, a ``status`` with code and message when refused, ``warnings``,
+and a base64 JSONPatch for a mutation). :func:`json_patch` computes that patch from the
+object before and after a mutation.
+"""
+
+from __future__ import annotations
+
+import base64
+from dataclasses import dataclass, field
+from typing import Any
+
+import orjson
+
+__all__ = ["Request", "ReviewError", "Verdict", "answer", "json_patch", "parse"]
+
+MAX_WARNINGS = 16  # the API server shows each; keep a refusal readable
+MAX_WARNING_LENGTH = 400
+
+
+class ReviewError(ValueError):
+    """The body is not an AdmissionReview v1 request (answered with HTTP 400)."""
+
+
+@dataclass(frozen=True)
+class Request:
+    uid: str
+    group: str
+    version: str
+    kind: str
+    operation: str  # CREATE, UPDATE, DELETE, CONNECT
+    name: str
+    namespace: str
+    object: dict[str, Any] | None
+    old_object: dict[str, Any] | None
+    dry_run: bool
+    sub_resource: str = ""
+
+    @property
+    def subject(self) -> dict[str, Any]:
+        """The object the request is about: the new one, or the old one for a DELETE."""
+        return self.object if self.object is not None else (self.old_object or {})
+
+    @property
+    def label(self) -> str:
+        """``Kind/name`` (``Kind/namespace/name`` in a namespace) for messages."""
+        md = self.subject.get("metadata") or {}
+        name = self.name or md.get("name") or md.get("generateName") or "<unnamed>"
+        ns = self.namespace or md.get("namespace") or ""
+        return f"{self.kind}/{ns}/{name}" if ns else f"{self.kind}/{name}"
+
+
+@dataclass
+class Verdict:
+    allowed: bool = True
+    message: str = ""
+    code: int = 403
+    reason: str = "Forbidden"
+    warnings: list[str] = field(default_factory=list)
+    patch: list[dict[str, Any]] | None = None
+
+    @classmethod
+    def deny(cls, message: str, *, code: int = 403, warnings: list[str] | None = None) -> Verdict:
+        reason = "Forbidden" if code == 403 else "Invalid" if code == 422 else "BadRequest"
+        return cls(False, message, code, reason, warnings or [])
+
+    @property
+    def outcome(self) -> str:
+        """The metric label: ``allowed``, ``warned``, ``mutated`` or ``denied``."""
+        if not self.allowed:
+            return "denied"
+        if self.patch:
+            return "mutated"
+        return "warned" if self.warnings else "allowed"
+
+
+def parse(body: bytes) -> Request:
+    try:
+        review = orjson.loads(body)
+    except orjson.JSONDecodeError as exc:
+        raise ReviewError(f"the body is not JSON: {exc}") from exc
+    if not isinstance(review, dict) or review.get("kind") != "AdmissionReview":
+        raise ReviewError("the body is not an AdmissionReview")
+    if review.get("apiVersion") != "admission.k8s.io/v1":
+        raise ReviewError(
+            f"AdmissionReview version {review.get('apiVersion')!r} is not served; "
+            "register the webhook with admissionReviewVersions: [v1]"
+        )
+    req = review.get("request")
+    if not isinstance(req, dict) or not req.get("uid"):
+        raise ReviewError("the AdmissionReview has no request.uid")
+    kind = req.get("kind") or {}
+    obj, old = req.get("object"), req.get("oldObject")
+    return Request(
+        uid=str(req["uid"]),
+        group=str(kind.get("group") or ""),
+        version=str(kind.get("version") or ""),
+        kind=str(kind.get("kind") or ""),
+        operation=str(req.get("operation") or ""),
+        name=str(req.get("name") or ""),
+        namespace=str(req.get("namespace") or ""),
+        object=obj if isinstance(obj, dict) else None,
+        old_object=old if isinstance(old, dict) else None,
+        dry_run=bool(req.get("dryRun")),
+        sub_resource=str(req.get("subResource") or ""),
+    )
+
+
+def _clip(text: str) -> str:
+    return text if len(text) <= MAX_WARNING_LENGTH else text[: MAX_WARNING_LENGTH - 3] + "..."
+
+
+def answer(uid: str, verdict: Verdict) -> bytes:
+    response: dict[str, Any] = {"uid": uid, "allowed": verdict.allowed}
+    if not verdict.allowed:
+        response["status"] = {
+            "status": "Failure",
+            "code": verdict.code,
+            "reason": verdict.reason,
+            "message": verdict.message,
+        }
+    warnings = [_clip(w) for w in verdict.warnings[:MAX_WARNINGS]]
+    if len(verdict.warnings) > MAX_WARNINGS:
+        warnings.append(f"... and {len(verdict.warnings) - MAX_WARNINGS} more warnings")
+    if warnings:
+        response["warnings"] = warnings
+    if verdict.allowed and verdict.patch:
+        response["patchType"] = "JSONPatch"
+        response["patch"] = base64.b64encode(orjson.dumps(verdict.patch)).decode()
+    return orjson.dumps(
+        {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "response": response}
+    )
+
+
+def _pointer(path: list[str]) -> str:
+    return "".join("/" + p.replace("~", "~0").replace("/", "~1") for p in path)
+
+
+def json_patch(before: Any, after: Any, path: list[str] | None = None) -> list[dict[str, Any]]:
+    """RFC 6902 operations turning ``before`` into ``after``.
+
+    Mappings are compared key by key; a changed list or scalar is replaced whole (simple, and
+    exact whatever another webhook did to the list before us). Values are shared with
+    ``after``, not copied: serialise the patch before changing ``after``.
+    """
+    path = path or []
+    if isinstance(before, dict) and isinstance(after, dict):
+        ops: list[dict[str, Any]] = []
+        for key in before:
+            if key not in after:
+                ops.append({"op": "remove", "path": _pointer([*path, key])})
+        for key, value in after.items():
+            if key not in before:
+                ops.append({"op": "add", "path": _pointer([*path, key]), "value": value})
+            elif before[key] != value:
+                ops.extend(json_patch(before[key], value, [*path, key]))
+        return ops
+    if before == after:
+        return []
+    return [{"op": "replace", "path": _pointer(path), "value": after}]

@@ -1,0 +1,329 @@
+"""The HTTPS admission server: AdmissionReview v1 over TLS, a bounded pool of worker threads.
+
+The listening thread only accepts; each connection is handed to a worker, which does the TLS
+handshake with the *current* certificate (:meth:`AdmissionServer.set_certificate` swaps it
+without a restart, so a rotation never drops a request) and then serves keep-alive HTTP/1.1
+requests on it. A second, plain-HTTP port serves ``/metrics``, ``/healthz`` (the process
+answers) and ``/readyz`` (a certificate is loaded and the caches are synced).
+
+Metrics: ``kai_webhook_requests_total{webhook,verdict}`` and
+``kai_webhook_request_duration_milliseconds{webhook,verdict}`` (verdict: allowed, warned,
+mutated, denied, error).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import socket
+import ssl
+import tempfile
+import threading
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from http.server import BaseHTTPRequestHandler, HTTPServer
+from typing import Any
+
+from kai.metrics import Registry
+from kai.webhooks.review import Request, ReviewError, Verdict, answer, parse
+
+log = logging.getLogger("kai.webhook")
+
+Handler = Callable[[Request], Verdict]
+MAX_BODY = 8 * 1024 * 1024  # the API server sends at most ~3 MiB objects (twice for UPDATE)
+IDLE_TIMEOUT = 60.0  # a kept-alive connection with no request for this long is closed
+
+LATENCY_BUCKETS = (0.25, 0.5, 1, 2, 3, 5, 7.5, 10, 15, 20, 30, 50, 100, 250, 1000)
+
+
+class WebhookMetrics:
+    def __init__(self, registry: Registry | None = None) -> None:
+        r = self.registry = registry or Registry()
+        self.requests = r.counter(
+            "kai_webhook_requests_total",
+            "AdmissionReview requests answered, by webhook and verdict",
+            ("webhook", "verdict"),
+        )
+        self.latency = r.histogram(
+            "kai_webhook_request_duration_milliseconds",
+            "Time from the request's arrival to its answer, by webhook and verdict",
+            LATENCY_BUCKETS,
+            ("webhook", "verdict"),
+        )
+        self.connections = r.counter(
+            "kai_webhook_connections_total", "TLS connections accepted (kept alive for reuse)"
+        )
+        self.cert_rotations = r.gauge(
+            "kai_webhook_certificate_rotations", "Serving certificates loaded after the first"
+        )
+        self.cert_expiry = r.gauge(
+            "kai_webhook_certificate_expiry_timestamp_seconds",
+            "When the serving certificate expires (Unix time)",
+        )
+
+    def observe(self, webhook: str, verdict: str, millis: float) -> None:
+        labels = {"webhook": webhook, "verdict": verdict}
+        self.requests.inc(labels=labels)
+        self.latency.observe(millis, labels=labels)
+
+
+def _context(cert: bytes, key: bytes) -> ssl.SSLContext:
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    ctx.minimum_version = ssl.TLSVersion.TLSv1_2
+    ctx.set_alpn_protocols(["http/1.1"])
+    # ssl reads keys only from files: a private temporary directory, removed at once
+    with tempfile.TemporaryDirectory(prefix="kai-webhook-") as tmp:
+        cert_path, key_path = os.path.join(tmp, "tls.crt"), os.path.join(tmp, "tls.key")
+        with open(os.open(key_path, os.O_WRONLY | os.O_CREAT, 0o600), "wb") as f:
+            f.write(key)
+        with open(cert_path, "wb") as f:
+            f.write(cert)
+        ctx.load_cert_chain(cert_path, key_path)
+    return ctx
+
+
+class AdmissionServer:
+    """Routes ``POST /<path>`` to a handler; see the module docstring."""
+
+    def __init__(
+        self,
+        routes: dict[str, tuple[str, Handler]],
+        *,
+        port: int = 9443,
+        host: str = "0.0.0.0",
+        workers: int = 64,
+        metrics: WebhookMetrics | None = None,
+    ) -> None:
+        self.routes = routes  # path -> (webhook name for metrics, handler)
+        self.metrics = metrics or WebhookMetrics()
+        self._ctx: ssl.SSLContext | None = None
+        self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="webhook")
+        self._stop = threading.Event()
+        self._sock = socket.create_server((host, port), backlog=512, reuse_port=False)
+        self._sock.settimeout(0.2)
+        self.port = self._sock.getsockname()[1]
+        self._thread = threading.Thread(target=self._accept, name="webhook-accept", daemon=True)
+        self._open: set[socket.socket] = set()
+        self._open_lock = threading.Lock()
+
+    # -- certificate -------------------------------------------------------------------------
+    def set_certificate(self, cert: bytes, key: bytes) -> None:
+        """Serve ``cert`` from the next handshake on (connections already open keep theirs)."""
+        self._ctx = _context(cert, key)
+        from kai.webhooks.certs import not_after
+
+        expiry = not_after(cert)
+        if expiry is not None:
+            self.metrics.cert_expiry.set(expiry.timestamp())
+
+    @property
+    def has_certificate(self) -> bool:
+        return self._ctx is not None
+
+    # -- life cycle --------------------------------------------------------------------------
+    def start(self) -> AdmissionServer:
+        if self._ctx is None:
+            raise RuntimeError("set_certificate() before start()")
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread.is_alive():
+            self._thread.join(timeout=5)
+        with contextlib.suppress(OSError):
+            self._sock.close()
+        with self._open_lock:
+            for conn in list(self._open):
+                with contextlib.suppress(OSError):
+                    conn.shutdown(socket.SHUT_RDWR)
+        self._pool.shutdown(wait=True, cancel_futures=True)
+
+    def _accept(self) -> None:
+        while not self._stop.is_set():
+            try:
+                conn, address = self._sock.accept()
+            except TimeoutError:
+                continue
+            except OSError:
+                if self._stop.is_set():
+                    return
+                continue
+            conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            self.metrics.connections.inc()
+            try:
+                self._pool.submit(self._connection, conn, address)
+            except RuntimeError:  # the pool is shut down
+                conn.close()
+                return
+
+    def _connection(self, raw: socket.socket, address: Any) -> None:
+        ctx = self._ctx
+        assert ctx is not None
+        raw.settimeout(10.0)  # the handshake
+        try:
+            conn = ctx.wrap_socket(raw, server_side=True)
+        except (OSError, ssl.SSLError) as exc:
+            log.debug("TLS handshake with %s failed: %s", address, exc)
+            with contextlib.suppress(OSError):
+                raw.close()
+            return
+        with self._open_lock:
+            self._open.add(conn)
+        try:
+            conn.settimeout(IDLE_TIMEOUT)
+            self._requests(conn)
+        except (OSError, ssl.SSLError, ValueError):
+            pass
+        finally:
+            with self._open_lock:
+                self._open.discard(conn)
+            with contextlib.suppress(OSError):
+                conn.close()
+
+    def _requests(self, conn: socket.socket) -> None:
+        """HTTP/1.1 keep-alive: one request after the other until the peer closes.
+
+        A deliberately small parser (request line, headers, a Content-Length body): the API
+        server sends exactly that, and http.server's email-based header parsing costs more
+        than the admission decision itself.
+        """
+        rfile = conn.makefile("rb", buffering=65536)
+        while not self._stop.is_set():
+            line = rfile.readline(8192)
+            if not line:
+                return
+            if line in (b"\r\n", b"\n"):
+                continue
+            parts = line.split()
+            if len(parts) != 3:
+                self._send(conn, 400, b"bad request line\n", "text/plain", close=True)
+                return
+            method, target = parts[0], parts[1].decode("latin-1")
+            length, close = 0, parts[2] == b"HTTP/1.0"
+            while True:
+                header = rfile.readline(8192)
+                if header in (b"\r\n", b"\n", b""):
+                    break
+                name, _, value = header.partition(b":")
+                key = name.strip().lower()
+                if key == b"content-length":
+                    length = int(value.strip() or 0)
+                elif key == b"connection":
+                    close = value.strip().lower() == b"close"
+            if length < 0 or length > MAX_BODY:
+                self._send(conn, 413, b"body too large\n", "text/plain", close=True)
+                return
+            body = rfile.read(length) if length else b""
+            if method != b"POST":
+                self._send(conn, 405, b"POST AdmissionReview requests only\n", "text/plain")
+            else:
+                self._serve(conn, target, body)
+            if close:
+                return
+
+    @staticmethod
+    def _send(
+        conn: socket.socket, code: int, body: bytes, ctype: str, *, close: bool = False
+    ) -> None:
+        reason = {200: "OK", 400: "Bad Request", 404: "Not Found"}.get(code, "Error")
+        head = (
+            f"HTTP/1.1 {code} {reason}\r\nContent-Type: {ctype}\r\n"
+            f"Content-Length: {len(body)}\r\n" + ("Connection: close\r\n" if close else "") + "\r\n"
+        )
+        conn.sendall(head.encode("latin-1") + body)
+
+    # -- one request -------------------------------------------------------------------------
+    def _serve(self, conn: socket.socket, target: str, body: bytes) -> None:
+        start = time.perf_counter()
+        path = target.split("?", 1)[0]
+        route = self.routes.get(path)
+        if route is None:
+            self._send(conn, 404, f"no webhook at {path}\n".encode(), "text/plain")
+            return
+        webhook, handler = route
+        try:
+            request = parse(body)
+        except ReviewError as exc:
+            self.metrics.observe(webhook, "error", (time.perf_counter() - start) * 1000)
+            self._send(conn, 400, f"{exc}\n".encode(), "text/plain")
+            return
+        try:
+            verdict = handler(request)
+            outcome = verdict.outcome
+        except Exception as exc:
+            # an answer, not a broken connection: the API server shows the message
+            log.exception("%s: internal error on %s", webhook, request.label)
+            verdict = Verdict.deny(
+                f"internal error in the kai webhook {webhook}: {type(exc).__name__}: {exc}",
+                code=500,
+            )
+            verdict.reason = "InternalError"
+            outcome = "error"
+        data = answer(request.uid, verdict)
+        self._send(conn, 200, data, "application/json")
+        self.metrics.observe(webhook, outcome, (time.perf_counter() - start) * 1000)
+        if not verdict.allowed:
+            log.info(
+                "%s: denied %s %s: %s", webhook, request.operation, request.label, verdict.message
+            )
+
+
+class HealthServer:
+    """``/metrics``, ``/healthz``, ``/readyz`` on plain HTTP."""
+
+    def __init__(
+        self, registry: Registry, port: int, ready: Callable[[], bool], host: str = "0.0.0.0"
+    ) -> None:
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, format: str, *args: Any) -> None:
+                return
+
+            def do_GET(self) -> None:
+                path = self.path.split("?", 1)[0]
+                if path == "/metrics":
+                    code, body = 200, registry.exposition().encode()
+                    ctype = "text/plain; version=0.0.4; charset=utf-8"
+                elif path in ("/healthz", "/livez"):
+                    code, body, ctype = 200, b"ok\n", "text/plain"
+                elif path == "/readyz":
+                    ok = ready()
+                    code, body = (200, b"ok\n") if ok else (503, b"not ready\n")
+                    ctype = "text/plain"
+                else:
+                    code, body, ctype = 404, b"not found\n", "text/plain"
+                self.send_response(code)
+                self.send_header("Content-Type", ctype)
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+        class Server(HTTPServer):
+            daemon_threads = True
+
+            def handle_error(self, request: Any, client_address: Any) -> None:
+                return
+
+        from socketserver import ThreadingMixIn
+
+        class ThreadingServer(ThreadingMixIn, Server):
+            daemon_threads = True
+
+        self.httpd = ThreadingServer((host, port), Handler)
+        self.port = self.httpd.server_address[1]
+        self._thread = threading.Thread(
+            target=self.httpd.serve_forever, kwargs={"poll_interval": 0.2}, daemon=True
+        )
+
+    def start(self) -> HealthServer:
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self.httpd.shutdown()
+        self.httpd.server_close()
+        self._thread.join(timeout=5)

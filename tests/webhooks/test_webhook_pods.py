@@ -1,0 +1,130 @@
+"""The pod webhooks: GPU request and queue checks, and the mutation (idempotent, KAI's names)."""
+
+from __future__ import annotations
+
+import copy
+
+from fakes import FakeCluster, example_objects, pod, request
+
+from kai.webhooks.pods import PodMutator, PodValidator, configmap_prefix
+from kai.webhooks.review import json_patch
+from kube_emulator.patch import json_patch as apply_patch
+
+
+def _cluster() -> FakeCluster:
+    return FakeCluster(example_objects())
+
+
+def test_fractional_pod_gets_kai_gpu_sharing_env_volume_and_configmaps() -> None:
+    out = PodMutator(_cluster()).mutate(pod(annotations={"gpu-fraction": "0.5"}), "team-nlp")
+    prefix = out["metadata"]["annotations"]["runai/shared-gpu-configmap"]
+    assert prefix.startswith("p-") and prefix.endswith("-shared-gpu")
+    container = out["spec"]["containers"][0]
+    cm = f"{prefix}-0"
+    assert container["env"] == [
+        {"name": n, "valueFrom": {"configMapKeyRef": {"name": cm, "key": n}}}
+        for n in ("NVIDIA_VISIBLE_DEVICES", "RUNAI_NUM_OF_GPUS", "GPU_PORTION")
+    ]
+    assert container["envFrom"] == [{"configMapRef": {"name": f"{cm}-evar"}}]
+    assert out["spec"]["volumes"] == [{"name": f"{cm}-vol", "configMap": {"name": cm}}]
+
+
+def test_mutation_is_idempotent_and_a_reinvocation_changes_nothing() -> None:
+    mutator = PodMutator(_cluster(), gpu_runtime_class="nvidia")
+    original = pod(annotations={"gpu-memory": "2000"}, labels={})
+    once = mutator.mutate(original, "team-nlp")
+    assert mutator.mutate(once, "team-nlp") == once
+    # the patch sent to the API server turns the pod into exactly the mutated one
+    assert apply_patch(copy.deepcopy(original), json_patch(original, once)) == once
+    verdict = mutator(request(once))
+    assert verdict.allowed and verdict.patch is None
+
+
+def test_reinvocation_after_another_webhook_reordered_env_keeps_one_of_each() -> None:
+    mutator = PodMutator(_cluster())
+    once = mutator.mutate(pod(annotations={"gpu-fraction": "0.25"}), "team-nlp")
+    container = once["spec"]["containers"][0]
+    container["env"] = [{"name": "OTHER", "value": "1"}, *reversed(container["env"])]
+    again = mutator.mutate(once, "team-nlp")
+    names = [e["name"] for e in again["spec"]["containers"][0]["env"]]
+    assert sorted(names) == sorted(
+        ["OTHER", "NVIDIA_VISIBLE_DEVICES", "RUNAI_NUM_OF_GPUS", "GPU_PORTION"]
+    )
+    assert len(again["spec"]["volumes"]) == 1
+
+
+def test_init_container_target_uses_kai_init_index_and_named_container() -> None:
+    init = [{"name": "warmup", "image": "busybox"}]
+    out = PodMutator(_cluster()).mutate(
+        pod(
+            annotations={"gpu-fraction": "0.5", "gpu-fraction-container-name": "warmup"},
+            init=init,
+        ),
+        "team-nlp",
+    )
+    prefix = out["metadata"]["annotations"]["runai/shared-gpu-configmap"]
+    assert out["spec"]["initContainers"][0]["envFrom"] == [
+        {"configMapRef": {"name": f"{prefix}-i0-evar"}}
+    ]
+    assert "env" not in out["spec"]["containers"][0]
+
+
+def test_queue_label_from_namespace_binding_only_when_absent() -> None:
+    mutator = PodMutator(_cluster())
+    assert mutator.mutate(pod(), "team-nlp")["metadata"]["labels"] == {"kai.scheduler/queue": "nlp"}
+    kept = mutator.mutate(pod(labels={"kai.scheduler/queue": "vision"}), "team-nlp")
+    assert kept["metadata"]["labels"]["kai.scheduler/queue"] == "vision"
+    legacy = mutator.mutate(pod(labels={"project": "x"}), "team-nlp")
+    assert "kai.scheduler/queue" not in legacy["metadata"]["labels"]
+    unbound = mutator.mutate(pod(namespace="elsewhere"), "elsewhere")
+    assert unbound["metadata"]["labels"] == {}
+
+
+def test_runtime_class_only_for_gpu_pods_and_only_when_configured() -> None:
+    mutator = PodMutator(_cluster(), gpu_runtime_class="nvidia")
+    assert mutator.mutate(pod(gpus=1), "team-nlp")["spec"]["runtimeClassName"] == "nvidia"
+    assert "runtimeClassName" not in mutator.mutate(pod(), "team-nlp")["spec"]
+    own = pod(gpus=1)
+    own["spec"]["runtimeClassName"] = "custom"
+    assert mutator.mutate(own, "team-nlp")["spec"]["runtimeClassName"] == "custom"
+    assert "runtimeClassName" not in PodMutator(_cluster()).mutate(pod(gpus=1), "x")["spec"]
+
+
+def test_pods_of_other_schedulers_are_left_alone() -> None:
+    other = pod(annotations={"gpu-fraction": "7"}, scheduler="default-scheduler")
+    assert PodMutator(_cluster())(request(other)).patch is None
+    assert PodValidator(_cluster())(request(other)).allowed
+
+
+def test_configmap_prefix_leaves_room_for_kai_suffixes() -> None:
+    long = pod(name="x" * 200)
+    prefix = configmap_prefix(long, "i12")
+    assert len(f"{prefix}-i12-evar") <= 63 and len(f"{prefix}-i12-vol") <= 63
+
+
+def test_validation_names_the_gpu_contradiction() -> None:
+    verdict = PodValidator(_cluster())(request(pod(annotations={"gpu-fraction": "0.5"}, gpus=1)))
+    assert not verdict.allowed
+    assert "pod team-nlp/p" in verdict.message and "gpu-fraction" in verdict.message
+
+
+def test_validation_of_the_queue_label() -> None:
+    validator = PodValidator(_cluster())
+    assert validator(request(pod(labels={"kai.scheduler/queue": "nlp"}))).allowed
+    missing = validator(request(pod(labels={"kai.scheduler/queue": "nope"})))
+    assert "queue 'nope' does not exist" in missing.message
+    parent = validator(request(pod(labels={"kai.scheduler/queue": "research"})))
+    assert "is not a leaf" in parent.message
+    elsewhere = validator(request(pod(namespace="ci", labels={"kai.scheduler/queue": "nlp"})))
+    assert "only from the namespaces team-nlp" in elsewhere.message
+    # a leaf without namespaces takes pods from anywhere
+    assert validator(
+        request(pod(namespace="x", labels={"kai.scheduler/queue": "default-queue"}))
+    ).allowed
+
+
+def test_a_queue_the_cache_does_not_know_yet_is_read_fresh_before_refusing() -> None:
+    cluster = _cluster()
+    cluster.cache_lags = True
+    assert PodValidator(cluster)(request(pod(labels={"kai.scheduler/queue": "nlp"}))).allowed
+    assert cluster.fresh_reads == 1

@@ -1,0 +1,131 @@
+"""The policy webhook: kai validate's rules with the cluster's documents, deletions."""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+from fakes import FakeCluster, example_objects, request
+
+from kai.webhooks.policies import PolicyValidator
+
+
+def _named(objects: list[dict], kind: str, name: str) -> dict:
+    return next(o for o in objects if o["kind"] == kind and o["metadata"]["name"] == name)
+
+
+@pytest.fixture
+def objects() -> list[dict]:
+    return example_objects()
+
+
+def test_every_valid_example_is_accepted_in_any_order(objects: list[dict]) -> None:
+    for order in (objects, list(reversed(objects))):
+        cluster = FakeCluster()
+        validator = PolicyValidator(cluster)
+        for obj in order:
+            verdict = validator(request(obj))
+            assert verdict.allowed, verdict.message
+            cluster.objects.append(obj)
+    # with every parent present there is nothing left to warn about
+    assert all(not PolicyValidator(FakeCluster(objects))(request(o)).warnings for o in objects)
+
+
+def test_a_missing_parent_is_a_warning_at_admission(objects: list[dict]) -> None:
+    research = _named(objects, "QueueTree", "research-teams")
+    verdict = PolicyValidator(FakeCluster())(request(research))
+    assert verdict.allowed
+    assert any("[parent-exists]" in w and "orphans" in w for w in verdict.warnings)
+
+
+def test_a_change_that_breaks_a_rule_with_other_documents_is_refused(objects: list[dict]) -> None:
+    cluster = FakeCluster(objects)
+    product = copy.deepcopy(_named(objects, "QueueTree", "product-teams"))
+    product["spec"]["queues"][0]["quota"]["gpu"] = 100  # 100 + 48 + 32 + 32 > product's 160
+    verdict = PolicyValidator(cluster)(request(product, "UPDATE", old=cluster.objects[2]))
+    assert not verdict.allowed
+    assert "[children-quota-sum] QueueTree/departments queues[1] (product) quota.gpu" in (
+        verdict.message
+    )
+    # dry run: the same verdict
+    dry = PolicyValidator(cluster)(request(product, "UPDATE", dry_run=True))
+    assert (dry.allowed, dry.message) == (verdict.allowed, verdict.message)
+
+
+def test_the_rule_ids_of_the_broken_repository() -> None:
+    broken = example_objects("examples/gitops-broken")
+    product = _named(broken, "QueueTree", "product-teams")
+    verdict = PolicyValidator(FakeCluster(example_objects()))(request(product, "UPDATE"))
+    for rule in ("[name]", "[namespaces-on-leaf]", "[children-quota-sum]"):
+        assert rule in verdict.message
+    cycle = PolicyValidator(FakeCluster([_named(broken, "Queue", "legacy-a")]))(
+        request(_named(broken, "Queue", "legacy-b"))
+    )
+    assert not cycle.allowed and "[cycle]" in cycle.message
+    assert any("[values]" in w for w in cycle.warnings)
+    topology = PolicyValidator(FakeCluster())(
+        request(_named(broken, "TopologyPolicy", "datacenter"))
+    )
+    assert "[topology]" in topology.message
+
+
+def test_old_problems_are_not_blamed_on_an_unrelated_change(objects: list[dict]) -> None:
+    broken_tree = copy.deepcopy(_named(objects, "QueueTree", "platform-teams"))
+    broken_tree["spec"]["queues"][0]["quota"]["gpu"] = 500  # stored while the webhook was down
+    others = [o for o in objects if o["metadata"]["name"] != "platform-teams"]
+    cluster = FakeCluster([*others, broken_tree])
+    topology = _named(objects, "TopologyPolicy", "datacenter")
+    assert PolicyValidator(cluster)(request(topology, "UPDATE")).allowed
+
+
+def test_kai_queue_rules_kai_accepts_are_warnings(objects: list[dict]) -> None:
+    queue = copy.deepcopy(_named(objects, "Queue", "default-queue"))
+    queue["spec"]["resources"]["gpu"] = {"quota": 8, "overQuotaWeight": 1, "limit": 4}
+    verdict = PolicyValidator(FakeCluster(objects))(request(queue, "UPDATE"))
+    assert verdict.allowed
+    assert any("[limit-below-quota]" in w for w in verdict.warnings)
+
+
+def test_compiled_queues_are_left_to_their_document(objects: list[dict]) -> None:
+    compiled = {
+        "apiVersion": "scheduling.run.ai/v2",
+        "kind": "Queue",
+        "metadata": {
+            "name": "nlp",
+            "labels": {"app.kubernetes.io/managed-by": "kai"},
+            "annotations": {"gitops.kai.scheduler/source": "QueueTree/research-teams"},
+        },
+        "spec": {"parentQueue": "research", "resources": {}},
+    }
+    cluster = FakeCluster([*objects, compiled])
+    assert PolicyValidator(cluster)(request(compiled)).allowed
+    # and in the cluster they do not count as a second queue of that name
+    tree = _named(objects, "QueueTree", "research-teams")
+    assert PolicyValidator(cluster)(request(tree, "UPDATE")).allowed
+
+
+def test_deleting_a_queue_with_children_or_workloads_is_refused(objects: list[dict]) -> None:
+    cluster = FakeCluster(objects)
+    validator = PolicyValidator(cluster)
+    departments = _named(objects, "QueueTree", "departments")
+    refused = validator(request(None, "DELETE", old=departments))
+    assert not refused.allowed
+    assert "queue 'research' still has child queues: foundation-models, nlp, rl, vision" in (
+        refused.message
+    )
+    default = _named(objects, "Queue", "default-queue")
+    assert validator(request(None, "DELETE", old=default)).allowed
+    cluster.workloads["default-queue"] = ["Pod/ns/running-0"]
+    busy = validator(request(None, "DELETE", old=default))
+    assert not busy.allowed and "1 workloads: Pod/ns/running-0" in busy.message
+    # a parent Queue with a child Queue
+    parent = {
+        "apiVersion": "scheduling.run.ai/v2",
+        "kind": "Queue",
+        "metadata": {"name": "top"},
+        "spec": {"resources": {"gpu": {"quota": 0, "overQuotaWeight": 1, "limit": -1}}},
+    }
+    child = copy.deepcopy(parent)
+    child["metadata"]["name"], child["spec"]["parentQueue"] = "leaf", "top"
+    cluster.objects += [parent, child]
+    assert "child queues: leaf" in validator(request(None, "DELETE", old=parent)).message

@@ -1,0 +1,339 @@
+"""``kai webhook`` called by a real kube-apiserver (v1.36) over HTTPS.
+
+The webhook runs in this process and registers itself with a ``url`` clientConfig
+(``--self-register``), since no Service can route to a process here. Its serving certificate
+lives 15 s and its CA 45 s, so certificates rotate (the CA once) while the tests run; the
+rotation test then drives admissions through a whole rotation and counts failures.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import subprocess
+import threading
+import time
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from helpers.polling import eventually
+from kai.kube.client import ApiError, Kube
+from kai.kube.resources import NAMESPACES, PODS
+from kai.webhooks import registration
+from kai.webhooks.app import Options, WebhookApp, free_port
+
+ROOT = Path(__file__).resolve().parents[2]
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
+
+
+@dataclass
+class Env:
+    kube: Kube
+    app: WebhookApp
+    kubeconfig: Path
+    kubectl: str
+
+    def run(self, *args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [self.kubectl, "--kubeconfig", str(self.kubeconfig), *args],
+            input=stdin,
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+
+    def ok(self, *args: str, stdin: str | None = None) -> str:
+        out = self.run(*args, stdin=stdin)
+        assert out.returncode == 0, out.stderr
+        return out.stdout + out.stderr
+
+
+def _pod(name: str, namespace: str, *, scheduler: str = "kai-scheduler", **md: object) -> dict:
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "namespace": namespace, **md},
+        "spec": {"schedulerName": scheduler, "containers": [{"name": "main", "image": "busybox"}]},
+    }
+
+
+@pytest.fixture(scope="module")
+def env(real_cluster, kubectl) -> Iterator[Env]:  # type: ignore[no-untyped-def]
+    kube = Kube.from_kubeconfig(str(real_cluster.kubeconfig))
+    crds = sorted(str(p) for p in (ROOT / "manifests" / "crds").glob("*_*.yaml"))
+    base = [kubectl, "--kubeconfig", str(real_cluster.kubeconfig)]
+    for crd in crds:
+        subprocess.run([*base, "apply", "-f", crd], check=True, capture_output=True, timeout=60)
+    subprocess.run(
+        [*base, "wait", "--for=condition=Established", "crd", "--all", "--timeout=60s"],
+        check=True,
+        capture_output=True,
+        timeout=90,
+    )
+    for ns in ("kai-scheduler", "team-nlp", "elsewhere"):
+        try:
+            kube.create(NAMESPACES, {"metadata": {"name": ns}})
+        except ApiError as exc:
+            if exc.status != 409:
+                raise
+    port = free_port()
+    app = WebhookApp(
+        kube,
+        Options(
+            port=port,
+            host="127.0.0.1",
+            self_register=f"https://127.0.0.1:{port}",
+            cert_secret=f"kai-webhook-certs-{uuid.uuid4().hex[:6]}",
+            cert_validity=dt.timedelta(seconds=15),
+            ca_validity=dt.timedelta(seconds=45),
+            publish_delay=3.0,
+        ),
+    ).start()
+    environment = Env(kube, app, real_cluster.kubeconfig, kubectl)
+    try:
+        yield environment
+    finally:
+        app.stop()
+        # the webhook is gone: clean up freely for the next tests on this cluster
+        for kind in ("queuetrees", "topologypolicies", "sharingpolicies", "schedulerpolicies"):
+            environment.run("delete", kind, "--all", "--wait=false")
+        environment.run("delete", "queues.scheduling.run.ai", "--all", "--wait=false")
+        environment.run("delete", "pods", "--all", "-n", "team-nlp", "--wait=false")
+        kube.close()
+
+
+@pytest.fixture(scope="module")
+def examples(env: Env) -> Env:
+    """The valid example repository, applied (dry run first: the same verdict)."""
+    dry = env.ok("apply", "-k", str(ROOT / "examples" / "gitops"), "--dry-run=server")
+    assert "created (server dry run)" in dry
+    env.ok("apply", "-k", str(ROOT / "examples" / "gitops"))
+    return env
+
+
+def test_every_valid_example_is_accepted(examples: Env) -> None:
+    names = examples.ok("get", "queuetrees", "-o", "name")
+    assert set(names.split()) == {
+        f"queuetree.gitops.kai.scheduler/{n}"
+        for n in ("departments", "research-teams", "product-teams", "platform-teams")
+    }
+
+
+def _documents(path: Path) -> list[str]:
+    return [d for d in path.read_text().split("\n---\n") if d.strip()]
+
+
+# document (file, index) -> (who refuses, fragments the message must hold)
+BROKEN = {
+    ("legacy/queues.yaml", 1): ("webhook", ["[cycle]"]),
+    ("legacy/queues.yaml", 2): ("kubectl", ['no matches for kind "Queue"']),
+    ("policies/gpu-sharing.yaml", 0): ("api-server", ['unknown field "spec.mode"']),
+    ("policies/scheduler.yaml", 1): ("webhook", ["[policy]", "already has a SchedulerPolicy"]),
+    ("queues/departments.yaml", 0): ("api-server", ["spec.queues[2].quota.cpu", "overQuotaWeight"]),
+    ("queues/platform.yaml", 0): ("api-server", ["preemptMinRuntime"]),
+    ("queues/product.yaml", 0): (
+        "webhook",
+        ["[name]", "[namespaces-on-leaf]", "[children-quota-sum]"],
+    ),
+    ("queues/research.yaml", 0): ("api-server", ['unknown field "spec.queues[2].colour"']),
+    ("topology/datacenter.yaml", 0): ("webhook", ["[topology]"]),
+    ("topology/datacenter.yaml", 1): ("kubectl", ['no matches for kind "QueueForest"']),
+    ("broken/tabs.yaml", 0): ("kubectl", ["tab character"]),
+    ("broken/unclosed-quote.yaml", 0): ("kubectl", ["error converting YAML"]),
+}
+# Valid on their own, so accepted (with the warning that names their problem)
+ACCEPTED = {
+    ("legacy/queues.yaml", 0): "[parent-exists]",  # its cycle needs legacy-b, refused above
+    ("policies/scheduler.yaml", 0): "[policy]",  # a warning in `kai validate` too
+}
+
+
+def test_every_invalid_broken_document_is_refused_with_its_rule(examples: Env) -> None:
+    broken = ROOT / "examples" / "gitops-broken"
+    seen = set()
+    for path in sorted(broken.rglob("*.yaml")):
+        rel = str(path.relative_to(broken))
+        if rel in ("kustomization.yaml", "broken/empty.yaml"):
+            continue
+        for index, doc in enumerate(_documents(path)):
+            key = (rel, index)
+            seen.add(key)
+            dry = examples.run("apply", "--dry-run=server", "-f", "-", stdin=doc)
+            real = examples.run("apply", "-f", "-", stdin=doc)
+            assert (dry.returncode == 0) == (real.returncode == 0), key
+            if key in ACCEPTED:
+                assert real.returncode == 0, (key, real.stderr)
+                assert ACCEPTED[key] in real.stderr and ACCEPTED[key] in dry.stderr
+                continue
+            who, fragments = BROKEN[key]
+            assert real.returncode != 0, (key, real.stdout)
+            for fragment in fragments:
+                assert fragment in real.stderr, (key, real.stderr)
+                assert fragment in dry.stderr, (key, dry.stderr)
+            if who == "webhook":
+                assert 'admission webhook "policies.webhook.kai.scheduler" denied' in real.stderr
+    assert seen == set(BROKEN) | set(ACCEPTED)
+    # the empty file: kubectl itself has nothing to send
+    empty = examples.run("apply", "-f", str(broken / "broken" / "empty.yaml"))
+    assert empty.returncode != 0 and "no objects passed to apply" in empty.stderr
+
+
+def test_schema_refusals_hide_no_hierarchy_problem(examples: Env) -> None:
+    """research.yaml without what the API server refuses first reaches the webhook."""
+    doc = (ROOT / "examples" / "gitops-broken" / "queues" / "research.yaml").read_text()
+    doc = doc.replace("Vision_Team", "vision-team").replace("colour: blue", "")
+    out = examples.run("apply", "-f", "-", stdin=doc)
+    assert out.returncode != 0
+    for rule in ("[children-quota-sum]", "[child-quota-over-parent-limit]"):
+        assert rule in out.stderr, out.stderr
+    assert "[child-limit-over-parent-limit]" in out.stderr  # the warning comes along
+
+
+def _queue(name: str, parent: str | None = None) -> str:
+    parent_line = f"\n  parentQueue: {parent}" if parent else ""
+    return f"""apiVersion: scheduling.run.ai/v2
+kind: Queue
+metadata:
+  name: {name}
+spec:{parent_line}
+  resources:
+    gpu: {{quota: 0, overQuotaWeight: 1, limit: -1}}
+    cpu: {{quota: 0, overQuotaWeight: 1, limit: -1}}
+    memory: {{quota: 0, overQuotaWeight: 1, limit: -1}}
+"""
+
+
+def test_queue_deletion_with_a_child_or_a_running_workload_is_refused(examples: Env) -> None:
+    env = examples
+    env.ok(
+        "apply", "-f", "-", stdin=_queue("wh-parent") + "---\n" + _queue("wh-child", "wh-parent")
+    )
+    for extra in ((), ("--dry-run=server",)):
+        out = env.run("delete", "queue", "wh-parent", *extra)
+        assert out.returncode != 0 and "still has child queues: wh-child" in out.stderr
+    refused_tree = env.run("delete", "queuetree", "departments")
+    assert refused_tree.returncode != 0 and "queue 'research' still has child queues" in (
+        refused_tree.stderr
+    )
+    pod = _pod("wh-running", "elsewhere", labels={"kai.scheduler/queue": "wh-child"})
+    env.kube.create(PODS, pod)
+    env.kube.patch(PODS, "wh-running", {"status": {"phase": "Running"}}, "elsewhere", sub="status")
+    busy = env.run("delete", "queue", "wh-child")
+    assert busy.returncode != 0 and "Pod/elsewhere/wh-running" in busy.stderr
+    env.kube.delete(PODS, "wh-running", "elsewhere", grace_period_seconds=0)
+    eventually(lambda: env.run("delete", "queue", "wh-child").returncode == 0, timeout=30)
+    env.ok("delete", "queue", "wh-parent")
+
+
+def test_fractional_pod_is_admitted_with_its_gpu_sharing_env(examples: Env) -> None:
+    env = examples
+    manifest = _pod("frac", "team-nlp", annotations={"gpu-fraction": "0.5"})
+    dry = env.kube.request("POST", PODS.path("team-nlp"), params={"dryRun": "All"}, body=manifest)
+    pod = env.kube.create(PODS, manifest)
+    for got in (dry, pod):
+        assert got["metadata"]["labels"]["kai.scheduler/queue"] == "nlp"  # namespace binding
+        prefix = got["metadata"]["annotations"]["runai/shared-gpu-configmap"]
+        container = got["spec"]["containers"][0]
+        assert [e["name"] for e in container["env"]] == [
+            "NVIDIA_VISIBLE_DEVICES",
+            "RUNAI_NUM_OF_GPUS",
+            "GPU_PORTION",
+        ]
+        assert container["env"][0]["valueFrom"]["configMapKeyRef"]["name"] == f"{prefix}-0"
+        assert container["envFrom"] == [{"configMapRef": {"name": f"{prefix}-0-evar"}}]
+        assert {
+            "name": f"{prefix}-0-vol",
+            "configMap": {"name": f"{prefix}-0", "defaultMode": 420},
+        } in (got["spec"]["volumes"])
+    bad = env.run(
+        "run",
+        "bad-frac",
+        "-n",
+        "team-nlp",
+        "--image=busybox",
+        "--restart=Never",
+        "--overrides",
+        '{"metadata": {"annotations": {"gpu-fraction": "0.5"}}, '
+        '"spec": {"schedulerName": "kai-scheduler", "containers": [{"name": "bad-frac", '
+        '"image": "busybox", "resources": {"limits": {"nvidia.com/gpu": "1"}}}]}}',
+    )
+    assert bad.returncode != 0 and "gpu-fraction" in bad.stderr
+
+
+def test_pods_for_other_schedulers_pass_even_with_the_webhook_down(examples: Env) -> None:
+    env = examples
+    dead = free_port()  # nothing listens here
+    objects = registration.configurations(
+        {"url": f"https://127.0.0.1:{dead}"}, env.app.ca_bundle(), namespace="kai-scheduler"
+    )
+    registration.apply(env.kube, objects)
+    try:
+
+        def kai_pods_fail() -> bool:
+            try:
+                env.kube.request(
+                    "POST",
+                    PODS.path("team-nlp"),
+                    params={"dryRun": "All"},
+                    body=_pod(f"k-{uuid.uuid4().hex[:5]}", "team-nlp"),
+                )
+            except ApiError as exc:
+                return "failed calling webhook" in exc.message
+            return False
+
+        eventually(kai_pods_fail, timeout=30, interval=0.5)
+        for i in range(5):
+            env.kube.create(PODS, _pod(f"default-{i}", "team-nlp", scheduler="default-scheduler"))
+        kube_system = _pod("in-kube-system", "kube-system")  # excluded namespace, kai scheduler
+        env.kube.create(PODS, kube_system)
+    finally:
+        env.app.register()
+    env.kube.delete(PODS, "in-kube-system", "kube-system", grace_period_seconds=0)
+
+
+def test_certificates_rotate_under_admissions_without_a_failure(examples: Env) -> None:
+    env = examples
+    app = env.app
+    failures: list[str] = []
+    answered = [0]
+    stop = threading.Event()
+    start_rotations = app.certs.rotations
+    start_ca = app.certs.trusted
+
+    def admit() -> None:
+        while not stop.is_set():
+            body = _pod(
+                f"r-{uuid.uuid4().hex[:8]}", "team-nlp", annotations={"gpu-fraction": "0.5"}
+            )
+            try:
+                got = env.kube.request(
+                    "POST", PODS.path("team-nlp"), params={"dryRun": "All"}, body=body
+                )
+                assert got["spec"]["containers"][0]["env"]
+                answered[0] += 1
+            except Exception as exc:  # any failed admission fails the test
+                failures.append(f"{type(exc).__name__}: {exc}")
+            time.sleep(0.02)
+
+    threads = [threading.Thread(target=admit) for _ in range(3)]
+    for t in threads:
+        t.start()
+    deadline = time.monotonic() + 70
+    while time.monotonic() < deadline:
+        if app.certs.rotations - start_rotations >= 3 and app.certs.trusted != start_ca:
+            break
+        time.sleep(0.5)
+    time.sleep(2)
+    stop.set()
+    for t in threads:
+        t.join()
+    assert not failures, failures[:5]
+    assert app.certs.rotations - start_rotations >= 3, "the serving certificate did not rotate"
+    assert app.certs.trusted != start_ca, "the CA did not rotate"
+    assert answered[0] > 100
+    text = app.metrics.registry.exposition()
+    assert 'kai_webhook_requests_total{webhook="pods.mutate",verdict="mutated"}' in text

@@ -1,0 +1,81 @@
+"""AdmissionReview parsing and answers; the JSON patch of a mutation."""
+
+from __future__ import annotations
+
+import base64
+import copy
+
+import orjson
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from kai.webhooks.review import ReviewError, Verdict, answer, json_patch, parse
+from kube_emulator.patch import json_patch as apply_patch
+
+
+def _review(**request: object) -> bytes:
+    body = {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": request}
+    return orjson.dumps(body)
+
+
+def test_parse_reads_the_request() -> None:
+    req = parse(
+        _review(
+            uid="u1",
+            kind={"group": "", "version": "v1", "kind": "Pod"},
+            operation="CREATE",
+            namespace="ns",
+            object={"metadata": {"generateName": "job-"}},
+            dryRun=True,
+        )
+    )
+    assert (req.uid, req.kind, req.operation, req.dry_run) == ("u1", "Pod", "CREATE", True)
+    assert req.label == "Pod/ns/job-"
+
+
+@pytest.mark.parametrize(
+    ("body", "fragment"),
+    [
+        (b"{", "not JSON"),
+        (orjson.dumps({"kind": "Pod"}), "not an AdmissionReview"),
+        (
+            orjson.dumps({"apiVersion": "admission.k8s.io/v1beta1", "kind": "AdmissionReview"}),
+            "admissionReviewVersions: [v1]",
+        ),
+        (_review(operation="CREATE"), "request.uid"),
+    ],
+)
+def test_parse_refuses_what_is_not_a_v1_review(body: bytes, fragment: str) -> None:
+    with pytest.raises(ReviewError, match=fragment.replace("[", r"\[").replace("]", r"\]")):
+        parse(body)
+
+
+def test_answer_denial_warnings_and_patch() -> None:
+    denied = orjson.loads(answer("u", Verdict.deny("no", warnings=["w"] * 20)))["response"]
+    assert denied["allowed"] is False and denied["status"]["code"] == 403
+    assert denied["status"]["message"] == "no"
+    assert len(denied["warnings"]) == 17 and denied["warnings"][-1].startswith("... and 4")
+    ops = [{"op": "add", "path": "/x", "value": 1}]
+    patched = orjson.loads(answer("u", Verdict(patch=ops)))["response"]
+    assert patched["patchType"] == "JSONPatch"
+    assert orjson.loads(base64.b64decode(patched["patch"])) == ops
+
+
+_values = st.recursive(
+    st.none() | st.integers() | st.text(max_size=3),
+    lambda inner: (
+        st.lists(inner, max_size=3)
+        | st.dictionaries(st.sampled_from(["a", "b/c", "d~e", "f"]), inner, max_size=3)
+    ),
+    max_leaves=12,
+)
+
+
+@settings(deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    st.dictionaries(st.sampled_from(["a", "b", "x/y"]), _values),
+    st.dictionaries(st.sampled_from(["a", "b", "x/y"]), _values),
+)
+def test_json_patch_turns_before_into_after(before: dict, after: dict) -> None:
+    assert apply_patch(copy.deepcopy(before), json_patch(before, after)) == after
