@@ -173,7 +173,9 @@ def _edit(path: Path, old: str, new: str) -> None:
 NLP_QUOTA = 'quota: {gpu: 48, cpu: "768", memory: 12Ti}\n    namespaces: [team-nlp]'
 
 
-def test_controller_end_to_end(api: tuple[str, Kube], kubectl: str, repo: Path) -> None:
+def test_controller_end_to_end(  # noqa: PLR0915  (one story: each step builds on the last)
+    api: tuple[str, Kube], kubectl: str, repo: Path
+) -> None:
     kubeconfig, kube = api
     _kubectl(kubectl, kubeconfig, "apply", "-k", str(repo))
     hand_made_uid = kube.get(QUEUES, "default-queue")["metadata"]["uid"]
