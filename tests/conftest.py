@@ -11,7 +11,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))  # for the `helpers` package
 
-from helpers.real_cluster import RealCluster, real_k8s_dir
+from helpers.real_cluster import RealCluster, real_k8s_dir, start_with_retry
 from helpers.tools import find_helm, find_kubectl
 
 
@@ -42,7 +42,7 @@ def real_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RealClust
     scripts = real_k8s_dir()
     if scripts is None:
         pytest.skip("no real Kubernetes control plane here (../shared/real-k8s is absent)")
-    cluster = RealCluster(tmp_path_factory.mktemp("real-k8s"), scripts).start()
+    cluster = start_with_retry(lambda: RealCluster(tmp_path_factory.mktemp("real-k8s"), scripts))
     try:
         yield cluster
     finally:

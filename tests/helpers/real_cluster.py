@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import os
 import subprocess
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -56,6 +57,22 @@ class RealCluster:
     def stop(self, wipe: bool = True) -> None:
         args = ["bash", str(self.scripts / "down.sh"), str(self.state)]
         subprocess.run([*args, "--wipe"] if wipe else args, capture_output=True, timeout=120)
+
+
+def start_with_retry(make: Callable[[], RealCluster], attempts: int = 2) -> RealCluster:
+    """Start a cluster; on a failed start (a port taken between the pick and the bind, a
+    component that died under load), stop it and try once more in a fresh folder with fresh
+    ports. The last failure is raised with the control plane's log lines."""
+    failure: RuntimeError | None = None
+    for _ in range(attempts):
+        cluster = make()
+        try:
+            return cluster.start()
+        except (RuntimeError, subprocess.TimeoutExpired) as exc:
+            cluster.stop(wipe=True)
+            failure = RuntimeError(str(exc))
+    assert failure is not None
+    raise failure
 
 
 def start_real_cluster(state: Path) -> RealCluster | None:

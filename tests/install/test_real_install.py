@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 from kubernetes import client, config
 
-from helpers.real_cluster import RealCluster, add_fake_nodes, real_k8s_dir
+from helpers.real_cluster import RealCluster, add_fake_nodes, real_k8s_dir, start_with_retry
 
 from .cluster_ops import (
     ROOT,
@@ -78,7 +78,10 @@ def installed(kubectl: str, tmp_path_factory: pytest.TempPathFactory) -> Iterato
     if real_k8s_dir() is None:
         pytest.skip("no real Kubernetes control plane on this machine (helpers.real_cluster)")
     workdir = tmp_path_factory.mktemp("install")
-    cluster = RealCluster(workdir / "k8s", real_k8s_dir()).start()  # type: ignore[arg-type]
+    scripts = real_k8s_dir()
+    assert scripts is not None
+    attempt = iter(range(1, 10))
+    cluster = start_with_retry(lambda: RealCluster(workdir / f"k8s-{next(attempt)}", scripts))
     try:
         inst = Installed(cluster, kubectl, workdir)
         first = inst.k("apply", "--server-side", "-k", ".", check=False)
@@ -157,7 +160,7 @@ def test_kustomize_install_components_as_service_accounts(installed: Installed) 
     with components(kubeconfigs, NS, "kai-scheduler", inst.workdir / "kust") as running:
         wait(
             lambda: all(c.readyz() == 200 for c in running.running.values()),
-            60,
+            120,
             "every component ready",
         )
         _bind_pods(inst, "team-kust", "kai-scheduler", nodes, 100)
@@ -229,7 +232,7 @@ def test_one_verb_less_fails_visibly(installed: Installed) -> None:
                 )["items"]
                 return [b for b in brs if (b.get("status") or {}).get("phase") == "Failed"]
 
-            failed = wait(failed_bind_request, 60, "a Failed BindRequest")
+            failed = wait(failed_bind_request, 120, "a Failed BindRequest")
             assert "forbidden" in json.dumps(failed[0]["status"]).lower(), failed[0]["status"]
             assert (
                 " 403 " in running.running["binder"].text()
@@ -239,7 +242,7 @@ def test_one_verb_less_fails_visibly(installed: Installed) -> None:
             inst.rbac.patch_cluster_role(role, {"rules": original})
             wait(
                 lambda: inst.core.read_namespaced_pod("lonely", "team-verb").spec.node_name,
-                60,
+                120,
                 "the pod bound once the verb is back",
             )
     finally:
@@ -280,7 +283,7 @@ def _other_installs_reservation_counts(inst: Installed) -> None:
             1 for p in inst.core.list_namespaced_pod("team-shared").items if p.spec.node_name
         )
 
-    wait(lambda: bound() == GPUS_PER_NODE - 1, 60, "7 pinned pods bound")
+    wait(lambda: bound() == GPUS_PER_NODE - 1, 120, "7 pinned pods bound")
     time.sleep(3)  # several scheduling cycles (period 0.5 s)
     assert bound() == GPUS_PER_NODE - 1
     inst.core.delete_namespaced_pod("gpu-reservation-other", "kai-resource-reservation")
@@ -314,7 +317,7 @@ def test_helm_install_beside_kustomize_upgrade_uninstall(installed: Installed, h
     with components(kubeconfigs, "kai2", "kai2-scheduler", inst.workdir / "helm") as running:
         wait(
             lambda: all(c.readyz() == 200 for c in running.running.values()),
-            60,
+            120,
             "every component ready",
         )
         _bind_pods(inst, "team-helm", "kai2-scheduler", nodes, 100)
