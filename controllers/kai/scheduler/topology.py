@@ -249,6 +249,29 @@ def _fit_counts(free: FloatArray, representative: FloatArray) -> FloatArray:
     return np.asarray(np.clip(per.min(axis=1), 0, None), dtype=np.float64)
 
 
+def _eligible_nodes(
+    resolved: ResolvedConstraint, usable: BoolArray, running_nodes: Sequence[int], subject: str
+) -> BoolArray:
+    """The nodes a placement may use: allowed by the caller, inside the topology, and with a
+    required level, inside the domains of the (sub)group's running tasks. Raises
+    :class:`TopologyError` (``NoTopologyDomainFits``) when there is none."""
+    tree = resolved.tree
+    mask = usable & tree.inside
+    required = resolved.required
+    if required is not None and len(running_nodes):
+        current = tree.level_domain[required][np.asarray(running_nodes, dtype=np.int64)]
+        current = current[current >= 0]
+        if current.size:
+            mask = mask & np.isin(tree.level_domain[required], current)
+    if not mask.any():
+        raise TopologyError(
+            "NoTopologyDomainFits",
+            f"no usable node of {resolved.describe()} for {subject}: every node is outside the "
+            "topology (missing a level label), filtered out, or outside its current domain",
+        )
+    return mask
+
+
 def candidate_domains(
     resolved: ResolvedConstraint,
     usable: BoolArray,
@@ -266,20 +289,9 @@ def candidate_domains(
     a message naming ``subject`` when nothing fits.
     """
     tree = resolved.tree
-    mask = usable & tree.inside
+    mask = _eligible_nodes(resolved, usable, running_nodes, subject)
     required, preferred = resolved.required, resolved.preferred
-    if required is not None and len(running_nodes):
-        current = tree.level_domain[required][np.asarray(running_nodes, dtype=np.int64)]
-        current = current[current >= 0]
-        if current.size:
-            mask = mask & np.isin(tree.level_domain[required], current)
     count = requests.shape[0]
-    if not mask.any():
-        raise TopologyError(
-            "NoTopologyDomainFits",
-            f"no usable node of {resolved.describe()} for {subject}: every node is outside the "
-            "topology (missing a level label), filtered out, or outside its current domain",
-        )
     need = requests.sum(axis=0)
     homogeneous = _homogeneous(requests)
     representative = requests.max(axis=0) if count else need

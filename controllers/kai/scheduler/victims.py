@@ -35,7 +35,7 @@ from kai.scheduler.statement import Statement
 
 if TYPE_CHECKING:
     from kai.scheduler.fairshare.queue_order import QueueOrderKey
-    from kai.scheduler.queues import QueueInfo
+    from kai.scheduler.queues import QueueInfo, QueueTree
     from kai.scheduler.replay import ReplayOrder
     from kai.scheduler.session import Session
 
@@ -190,26 +190,20 @@ def _reverse(name: str) -> tuple[int, ...]:
     return (*(-ord(c) for c in name), 0)
 
 
-def order_units(session: Session, units: Iterable[VictimUnit]) -> Iterator[VictimUnit]:
-    """The units in victim order, lazily (a search rarely needs more than a short prefix):
-    pick, level by level from the top, the sibling queue that comes *last* in scheduling order
-    (``compare_queues`` negated), counting the units already picked from it as removed; inside
-    the chosen leaf take its next unit."""
+def _units_by_leaf(units: Iterable[VictimUnit]) -> dict[str, list[VictimUnit]]:
+    """The units of each leaf queue, in victim order inside the leaf."""
     by_leaf: dict[str, list[VictimUnit]] = {}
     for unit in units:
         by_leaf.setdefault(unit.queue, []).append(unit)
-    if not by_leaf:
-        return
     for members in by_leaf.values():
         members.sort(key=_unit_key)
-    # a job's units must come out in their own order, whatever the leaf sort said
-    for members in by_leaf.values():
+        # a job's units must come out in their own order, whatever the leaf sort said
         _keep_job_order(members)
-    tree = session.queue_tree
-    proportion = session.proportion
-    cursor = {leaf: 0 for leaf in by_leaf}
-    removed: dict[str, list[float]] = {}
-    keys: dict[str, QueueOrderKey] = {}  # queue order keys; a queue's is redone once robbed
+    return by_leaf
+
+
+def _units_left(tree: QueueTree, by_leaf: dict[str, list[VictimUnit]]) -> dict[str, int]:
+    """How many units each queue (leaf or ancestor) still has to give."""
     left: dict[str, int] = {}
     for leaf, members in by_leaf.items():
         info = tree.queues.get(leaf)
@@ -217,6 +211,23 @@ def order_units(session: Session, units: Iterable[VictimUnit]) -> Iterator[Victi
             continue
         for anc in info.ancestors():
             left[anc.name] = left.get(anc.name, 0) + len(members)
+    return left
+
+
+def order_units(session: Session, units: Iterable[VictimUnit]) -> Iterator[VictimUnit]:
+    """The units in victim order, lazily (a search rarely needs more than a short prefix):
+    pick, level by level from the top, the sibling queue that comes *last* in scheduling order
+    (``compare_queues`` negated), counting the units already picked from it as removed; inside
+    the chosen leaf take its next unit."""
+    by_leaf = _units_by_leaf(units)
+    if not by_leaf:
+        return
+    tree = session.queue_tree
+    proportion = session.proportion
+    cursor = {leaf: 0 for leaf in by_leaf}
+    removed: dict[str, list[float]] = {}
+    keys: dict[str, QueueOrderKey] = {}  # queue order keys; a queue's is redone once robbed
+    left = _units_left(tree, by_leaf)
 
     def key(name: str) -> QueueOrderKey:
         found = keys.get(name)

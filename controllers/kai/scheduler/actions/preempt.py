@@ -4,8 +4,10 @@ jobs of strictly lower priority.
 A non-preemptible preemptor must fit its queue's quota with its non-preemptible usage
 (``NonPreemptibleOverQuota`` is the only capacity rule checked before the search, as in KAI;
 limits are checked on every probe). Victims protected by ``preemptMinRuntime`` may only lose
-their elastic extras. The smallest victim set is taken (see :mod:`kai.scheduler.victims`); with
-``allowConsolidatingReclaim`` victims that can be re-placed are moved rather than evicted.
+their elastic extras. The smallest victim set is taken (see :mod:`kai.scheduler.victims`);
+victims that can be re-placed are moved rather than evicted, whatever
+``allowConsolidatingReclaim`` says (as KAI does: preempt's validation, min-runtime, does not
+read which victims moved).
 """
 
 from __future__ import annotations
@@ -66,7 +68,7 @@ def _attempt(
         return True
     solution = solver.apply(
         solver.minimise(prefix),
-        move=session.config.allow_consolidating_reclaim,
+        move=True,  # as KAI: victims that fit elsewhere are re-placed, whatever the flag
         all_must_move=False,
         validate=None,
     )

@@ -9,12 +9,14 @@ candidate unit is accepted only if the whole set so far is still fair
 (``fairshare.ReclaimJudge`` against the queue state cloned when the job's search starts);
 since a refused unit's queue side can only get less over-served, its later units are skipped.
 The smallest accepted victim prefix that lets the job fit is then trimmed to what the job needs;
-with ``allowConsolidatingReclaim`` victims that can be re-placed elsewhere are moved instead of
-evicted and left out of the final fairness check.
+victims that can be re-placed elsewhere are moved (pipelined on their new node) instead of
+evicted, whatever ``allowConsolidatingReclaim`` says, as KAI does; the flag only decides whether
+the moved victims are left out of the final fairness check (true) or counted in it (false).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from functools import partial
 from operator import attrgetter
 from typing import TYPE_CHECKING
@@ -102,15 +104,27 @@ def _search(
         prefix = solver.smallest_prefix(context.ordered(candidates), accept)
         if prefix is None:
             return False  # no room even with every unit fair on its own: a subset cannot do it
+        units = solver.minimise(prefix)
         solution = solver.apply(
-            solver.minimise(prefix),
-            move=session.config.allow_consolidating_reclaim,
+            units,
+            move=True,  # as KAI: a victim that fits elsewhere is re-placed, whatever the flag
             all_must_move=False,
-            validate=lambda evicted, moved: fairness.of(evicted),
+            validate=_validator(session, fairness, units),
         )
         if solution is not None:
             return True
     return False
+
+
+def _validator(
+    session: Session, fairness: _Fairness, units: list[VictimUnit]
+) -> Callable[[list[VictimUnit], list[VictimUnit]], bool]:
+    """The final fairness check of a solution. As in KAI, ``allowConsolidatingReclaim`` decides
+    only what it counts: with the flag, victims that were re-placed elsewhere (moved) are left
+    out; without it, every unit taken counts, moved or evicted."""
+    if session.config.allow_consolidating_reclaim:
+        return lambda evicted, moved: fairness.of(evicted)
+    return lambda evicted, moved: fairness.of(units)
 
 
 class _Fairness:

@@ -44,7 +44,7 @@ class QueueOrderKey:
         "zero_share_violation",
     )
 
-    def __init__(
+    def __init__(  # noqa: PLR0917  a slotted record built positionally on the hot path
         self,
         index: int,
         enabled: bool,
@@ -70,7 +70,7 @@ class QueueOrderKey:
         fields = ", ".join(f"{name}={getattr(self, name)!r}" for name in self.__slots__)
         return f"QueueOrderKey({fields})"
 
-    def compare(self, other: QueueOrderKey) -> int:
+    def compare(self, other: QueueOrderKey) -> int:  # noqa: PLR0911  one return per KAI rule
         """-1 if ``self`` goes first, 1 if ``other`` does, 0 for the same queue."""
         if self.index == other.index:
             return 0

@@ -497,8 +497,7 @@ def _widen(
         if not math.isfinite(x):
             return (_EXACT_LIMIT, _EXACT_LIMIT, _EXACT_LIMIT), _triple(new_bound)
         den = x.as_integer_ratio()[1]
-        if den > new_dens[k]:
-            new_dens[k] = den
+        new_dens[k] = max(new_dens[k], den)
         size = math.ceil(abs(x))
         new_bound[k] = new_bound[k] + size if add else max(new_bound[k], size)
     return (new_dens[0], new_dens[1], new_dens[2]), _triple(new_bound)
