@@ -61,6 +61,10 @@ RESERVATION_APP = "kai-resource-reservation"
 RESERVATION_TIMEOUT = 40.0
 
 
+class ReservationRefused(Exception):
+    """The reservation pod failed on its node (the message says why)."""
+
+
 def reservation_pod_name(node: str, group: str) -> str:
     return "gpu-reservation-" + hashlib.sha256(f"{node}/{group}".encode()).hexdigest()[:16]
 
@@ -232,7 +236,10 @@ class Binder:
             return "InvalidBindRequest: Fraction without spec.selectedGPUGroups"
         uuids = []
         for group in groups:
-            uuid = self._reserve(node, group)
+            try:
+                uuid = self._reserve(node, group)
+            except ReservationRefused as exc:
+                return str(exc)
             if uuid is None:
                 return None
             uuids.append(uuid)
@@ -341,6 +348,15 @@ class Binder:
                     409,
                     {"reason": "Conflict", "message": f"reservation pod {name} is on another node"},
                     "reserve",
+                )
+            status = pod.get("status") or {}
+            if status.get("phase") == "Failed":
+                # the node's kubelet refused it (OutOfnvidia.com/gpu...): release it and fail
+                # the BindRequest, so that the scheduler places the pod again
+                self._delete_reservation(pod, "refused by its node")
+                raise ReservationRefused(
+                    f"ReservationRefused: reservation pod {name} on {node}: "
+                    f"{status.get('reason') or 'Failed'}: {status.get('message') or ''}".rstrip()
                 )
             uuid = ((pod.get("metadata") or {}).get("annotations") or {}).get(GPU_INDEX_ANNOTATION)
             return str(uuid) if uuid else None
