@@ -17,7 +17,12 @@ For each BindRequest not yet Succeeded or Failed:
    ``spec.backoffLimit`` is retried while ``failedAttempts < backoffLimit``. The scheduler
    deletes Failed BindRequests and places the pod again.
 
-Reservation pods whose group has no pod left (and no live BindRequest) are deleted.
+Reservations (see docs/design/gpu-sharing.md, "Who holds a device"): a reservation pod is
+released (deleted) as soon as its group on its node has neither a non-terminal pod nor a live
+BindRequest -- at once when such a pod finishes or goes away, and by a full sweep every
+``gc_period`` -- only by the Lease holder. A new leader first adopts what it finds: it releases
+the reservations of empty groups and duplicates, and re-creates a missing reservation of a
+group that still has pods on a node.
 """
 
 from __future__ import annotations
@@ -45,7 +50,6 @@ from kai.reconcilers.snapshot_builder import (
     GPU_GROUP_LABEL,
     RESERVATION_NAMESPACE,
     bind_request_live,
-    parse_time,
 )
 
 log = logging.getLogger("kai.binder")
@@ -55,6 +59,10 @@ GPU_INDEX_ANNOTATION = "run.ai/reserve_for_gpu_index"
 SHARED_GPU_CONFIGMAP = "runai/shared-gpu-configmap"
 RESERVATION_APP = "kai-resource-reservation"
 RESERVATION_TIMEOUT = 40.0
+
+
+class ReservationRefused(Exception):
+    """The reservation pod failed on its node (the message says why)."""
 
 
 def reservation_pod_name(node: str, group: str) -> str:
@@ -107,7 +115,13 @@ class Binder:
         self._namespace_ready = False
         self.bound = 0
         self.is_leader = is_leader or (lambda: True)
+        self._dirty: set[tuple[str, str]] = set()  # (node, group) to check for release
+        self._wake = threading.Event()
+        self._leading = False
+        self._deleted: dict[str, str] = {}  # reservation pod name -> uid deleted by us
         bind_requests.add_handler(self._on_br)
+        bind_requests.add_handler(self._on_br_gone)
+        pods.add_handler(self._on_pod)
 
     def start(self) -> Binder:
         self.queue.start()
@@ -118,6 +132,7 @@ class Binder:
 
     def stop(self) -> None:
         self._stop.set()
+        self._wake.set()
         self.queue.stop()
         self._gc_thread.join(timeout=10)
 
@@ -221,7 +236,10 @@ class Binder:
             return "InvalidBindRequest: Fraction without spec.selectedGPUGroups"
         uuids = []
         for group in groups:
-            uuid = self._reserve(node, group)
+            try:
+                uuid = self._reserve(node, group)
+            except ReservationRefused as exc:
+                return str(exc)
             if uuid is None:
                 return None
             uuids.append(uuid)
@@ -276,6 +294,24 @@ class Binder:
         name = reservation_pod_name(node, group)
         with self._lock(f"{node}/{group}"):
             pod = self.pods.get(name, RESERVATION_NAMESPACE)
+            if pod is not None and (
+                pod["metadata"].get("deletionTimestamp")
+                or self._deleted.get(name) == pod["metadata"].get("uid")
+            ):
+                # released a moment ago: its device is being freed; wait until it is gone,
+                # then reserve afresh (never hand out the UUID of a pod on its way out)
+                try:
+                    live = self.kube.get(PODS, name, RESERVATION_NAMESPACE)
+                except ApiError as exc:
+                    if exc.status != 404:
+                        raise
+                    live = None
+                if live is not None and (
+                    live["metadata"].get("deletionTimestamp")
+                    or live["metadata"].get("uid") == pod["metadata"].get("uid")
+                ):
+                    return None
+                pod = live
             if pod is None:
                 self._ensure_namespace()
                 body: dict[str, Any] = {
@@ -313,6 +349,15 @@ class Binder:
                     {"reason": "Conflict", "message": f"reservation pod {name} is on another node"},
                     "reserve",
                 )
+            status = pod.get("status") or {}
+            if status.get("phase") == "Failed":
+                # the node's kubelet refused it (OutOfnvidia.com/gpu...): release it and fail
+                # the BindRequest, so that the scheduler places the pod again
+                self._delete_reservation(pod, "refused by its node")
+                raise ReservationRefused(
+                    f"ReservationRefused: reservation pod {name} on {node}: "
+                    f"{status.get('reason') or 'Failed'}: {status.get('message') or ''}".rstrip()
+                )
             uuid = ((pod.get("metadata") or {}).get("annotations") or {}).get(GPU_INDEX_ANNOTATION)
             return str(uuid) if uuid else None
 
@@ -348,62 +393,204 @@ class Binder:
             if not created:
                 patch_if_changed(self.kube, CONFIGMAPS, current, {"data": data})
 
-    # -- reservation clean-up ------------------------------------------------------------
+    # -- reservations: release and adoption ---------------------------------------------
+    def _on_pod(self, etype: str, pod: dict[str, Any], old: dict[str, Any] | None) -> None:
+        """A pod of a GPU group finished or went away: check its group at once."""
+        md = pod.get("metadata") or {}
+        if md.get("namespace") == RESERVATION_NAMESPACE:
+            if etype == "DELETED" and self._deleted.get(md.get("name", "")) == md.get("uid"):
+                self._deleted.pop(md["name"], None)  # the cache has caught up
+            return
+        if etype != "DELETED" and not _terminal(pod):
+            return
+        groups = _groups(pod)
+        node = (pod.get("spec") or {}).get("nodeName") or ""
+        if groups and node:
+            with self._locks_lock:
+                self._dirty.update((node, g) for g in groups)
+            self._wake.set()
+
+    def _on_br_gone(self, etype: str, br: dict[str, Any], old: dict[str, Any] | None) -> None:
+        if etype != "DELETED" and bind_request_live(br):
+            return
+        spec = br.get("spec") or {}
+        node = str(spec.get("selectedNode") or "")
+        groups = [str(g) for g in spec.get("selectedGPUGroups") or []]
+        if groups and node:
+            with self._locks_lock:
+                self._dirty.update((node, g) for g in groups)
+            self._wake.set()
+
     def _gc_loop(self) -> None:
-        while not self._stop.wait(self.gc_period):
+        last_sweep = 0.0
+        while not self._stop.is_set():
+            self._wake.wait(self.gc_period)
+            self._wake.clear()
+            if self._stop.is_set():
+                return
             if not self.is_leader():
+                self._leading = False
                 continue
             try:
-                self.collect_reservations()
+                if not self._leading:
+                    self._leading = True
+                    self.adopt_reservations()
+                    last_sweep = time.monotonic()
+                with self._locks_lock:
+                    dirty, self._dirty = self._dirty, set()
+                if dirty:
+                    self.release_groups(dirty)
+                if time.monotonic() - last_sweep >= self.gc_period:
+                    last_sweep = time.monotonic()
+                    self.collect_reservations()
             except Exception:
                 log.exception("reservation clean-up failed")
 
-    def collect_reservations(self, min_age: float = 5.0) -> int:
+    def _groups_in_use(self) -> set[tuple[str, str]]:
+        """(node, group) of every non-terminal pod labelled with a group and of every live
+        BindRequest: the groups whose devices must stay reserved."""
         in_use: set[tuple[str, str]] = set()
-        reservations = []
         for pod in self.pods.items():
             md = pod["metadata"]
-            labels = md.get("labels") or {}
+            if md.get("namespace") == RESERVATION_NAMESPACE or _terminal(pod):
+                continue
             node = (pod.get("spec") or {}).get("nodeName") or ""
-            if md.get("namespace") == RESERVATION_NAMESPACE:
-                if (pod.get("spec") or {}).get("schedulerName") == self.scheduler_name:
-                    reservations.append(pod)  # another install's are not ours to collect
-                continue
-            if (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed"):
-                continue
-            for key, value in labels.items():
-                if key == GPU_GROUP_LABEL or key.startswith(GPU_GROUP_LABEL + "/"):
-                    in_use.add((node, value))
+            in_use.update((node, g) for g in _groups(pod))
         for br in self.brs.items():
             if bind_request_live(br):
                 spec = br.get("spec") or {}
-                for group in spec.get("selectedGPUGroups") or []:
-                    in_use.add((str(spec.get("selectedNode") or ""), str(group)))
-        deleted = 0
-        now = time.time()
-        for pod in reservations:
+                node = str(spec.get("selectedNode") or "")
+                in_use.update((node, str(g)) for g in spec.get("selectedGPUGroups") or [])
+        return in_use
+
+    def _group_in_use(self, node: str, group: str) -> bool:
+        for pod in self.pods.items():
+            md = pod["metadata"]
+            if md.get("namespace") == RESERVATION_NAMESPACE or _terminal(pod):
+                continue
+            if (pod.get("spec") or {}).get("nodeName") == node and group in _groups(pod):
+                return True
+        for br in self.brs.items():
+            spec = br.get("spec") or {}
+            if (
+                bind_request_live(br)
+                and str(spec.get("selectedNode") or "") == node
+                and group in [str(g) for g in spec.get("selectedGPUGroups") or []]
+            ):
+                return True
+        return False
+
+    def _reservations(self) -> dict[tuple[str, str], list[dict[str, Any]]]:
+        found: dict[tuple[str, str], list[dict[str, Any]]] = {}
+        for pod in self.pods.items():
+            md = pod["metadata"]
+            if md.get("namespace") != RESERVATION_NAMESPACE or md.get("deletionTimestamp"):
+                continue
+            if (pod.get("spec") or {}).get("schedulerName") != self.scheduler_name:
+                continue  # another kai install's: not ours to collect or adopt
+            if md.get("uid") and self._deleted.get(md["name"]) == md["uid"]:
+                continue  # deleted by us; the cache has not caught up
+            node = (pod.get("spec") or {}).get("nodeName") or ""
+            group = str((md.get("labels") or {}).get(GPU_GROUP_LABEL) or "")
+            found.setdefault((node, group), []).append(pod)
+        return found
+
+    def _delete_reservation(self, pod: dict[str, Any], why: str) -> bool:
+        md = pod["metadata"]
+        try:
+            deleted = delete_if_present(
+                self.kube,
+                PODS,
+                md["name"],
+                RESERVATION_NAMESPACE,
+                grace_period_seconds=0,
+                uid=md.get("uid"),
+            )
+        except KubeError as exc:
+            log.info("cannot delete reservation %s: %s", md["name"], exc)
+            return False
+        if md.get("uid"):
+            self._deleted[md["name"]] = md["uid"]
+        log.info("reservation %s released: %s", md["name"], why)
+        return deleted
+
+    def release_groups(self, groups: set[tuple[str, str]]) -> int:
+        """Delete the reservation pod of each (node, group) that has neither a non-terminal
+        pod nor a live BindRequest. Checked again under the group's lock, so a worker that is
+        reserving the same group either finishes first (and the group is in use) or finds
+        the reservation gone and creates a new one."""
+        found = self._reservations()
+        released = 0
+        for node, group in sorted(groups):
+            for pod in found.get((node, group), []):
+                with self._lock(f"{node}/{group}"):
+                    if self._group_in_use(node, group):
+                        continue
+                    released += self._delete_reservation(pod, "its GPU group is empty")
+        return released
+
+    def collect_reservations(self) -> int:
+        """The full sweep (every ``gc_period`` on the leader): every reservation pod of an
+        empty group is released, and of several reservation pods for one (node, group) only
+        the one with the deterministic name stays."""
+        in_use = self._groups_in_use()
+        released = 0
+        for (node, group), pods in sorted(self._reservations().items()):
+            keep = reservation_pod_name(node, group)
+            for pod in pods:
+                name = pod["metadata"]["name"]
+                if (node, group) in in_use and name == keep:
+                    continue
+                with self._lock(f"{node}/{group}"):
+                    if name == keep and self._group_in_use(node, group):
+                        continue
+                    why = "its GPU group is empty" if name == keep else f"a duplicate of {keep}"
+                    released += self._delete_reservation(pod, why)
+        return released
+
+    def adopt_reservations(self) -> tuple[int, int]:
+        """What a new leader does first: release the reservations of empty groups and of
+        duplicates, and re-create the missing reservation of every group that has a pod bound
+        on a node (a previous leader may have stopped between the two). Returns (released,
+        created)."""
+        released = self.collect_reservations()
+        found = self._reservations()
+        created = 0
+        for pod in self.pods.items():
             md = pod["metadata"]
             node = (pod.get("spec") or {}).get("nodeName") or ""
-            group = (md.get("labels") or {}).get(GPU_GROUP_LABEL, "")
-            if (node, group) in in_use or md.get("deletionTimestamp"):
+            if md.get("namespace") == RESERVATION_NAMESPACE or _terminal(pod) or not node:
                 continue
-            born = parse_time(md.get("creationTimestamp")) or now
-            if now - born < min_age:
-                continue
-            with self._lock(f"{node}/{group}"):
+            if (pod.get("spec") or {}).get("schedulerName") != self.scheduler_name:
+                continue  # another install's group
+            for group in _groups(pod):
+                if (node, group) in found:
+                    continue
                 try:
-                    if delete_if_present(
-                        self.kube,
-                        PODS,
-                        md["name"],
-                        RESERVATION_NAMESPACE,
-                        grace_period_seconds=0,
-                        uid=md.get("uid"),
-                    ):
-                        deleted += 1
+                    self._reserve(node, group)
                 except KubeError as exc:
-                    log.info("cannot delete reservation %s: %s", md["name"], exc)
-        return deleted
+                    log.warning("cannot re-create reservation of %s/%s: %s", node, group, exc)
+                    continue
+                found[(node, group)] = []
+                created += 1
+        if released or created:
+            log.info(
+                "adopted GPU groups: %d reservations released, %d re-created", released, created
+            )
+        return released, created
+
+
+def _terminal(pod: dict[str, Any]) -> bool:
+    return (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed")
+
+
+def _groups(pod: dict[str, Any]) -> list[str]:
+    labels = (pod.get("metadata") or {}).get("labels") or {}
+    return [
+        str(v)
+        for k, v in labels.items()
+        if k == GPU_GROUP_LABEL or k.startswith(GPU_GROUP_LABEL + "/")
+    ]
 
 
 def _pod_verdict(

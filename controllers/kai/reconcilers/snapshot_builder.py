@@ -11,7 +11,10 @@ What a pod's scheduler status is:
 - ``spec.nodeName`` set: Running (phase Running) or Bound; Releasing when being deleted;
 - no node but a live (not Failed) BindRequest: Binding on the BindRequest's node, with its GPU
   groups -- the scheduler's own decision counts until the binder has acted;
-- scheduling gates: Gated; otherwise Pending.
+- scheduling gates: Gated; otherwise Pending;
+- reservation pods (namespace ``kai-resource-reservation``) are not tasks: they hold their
+  node's pod slot, cpu and memory, and their whole GPU while their GPU group has no placed
+  task of ours on that node (see :func:`_count_reservations`).
 
 Parsing a pod (quantities, GPU annotations, affinity) is cached by uid and resourceVersion, so
 a cycle over 10,000 unchanged pods costs little.
@@ -565,6 +568,39 @@ def _pod_key(md: Mapping[str, Any]) -> Any:
     return (generation, tuple(labels.items()), tuple(annotations.items()))
 
 
+def _count_reservations(
+    reservations: list[dict[str, Any]],
+    tasks_by_group: Mapping[tuple[str, str], list[TaskSpec]],
+    foreign: dict[str, dict[str, float]],
+) -> None:
+    """A reservation pod holds its node's resources until it is gone (as the kubelet counts
+    it): its pod slot, cpu and memory always; its whole GPU only while no placed task of ours
+    is in its GPU group on that node -- then the group's device already stands for that GPU.
+    A group whose fractional pods all finished (or whose BindRequests failed) but whose
+    reservation pod still runs therefore keeps its device used, never offered to anyone."""
+    live: set[tuple[str, str]] = set()
+    for tasks in tasks_by_group.values():
+        for task in tasks:
+            if task.node is not None:
+                for group in task.gpu_groups:
+                    live.add((task.node, group))
+    for pod in reservations:
+        md = pod.get("metadata") or {}
+        spec = pod.get("spec") or {}
+        node = str(spec["nodeName"])
+        try:
+            requests = _pod_requests(spec, str(md.get("name") or ""))
+        except ObjectError:
+            requests = {GPU_RESOURCE: 1.0}  # a reservation is one device whatever it says
+        group = str(_mapping(md.get("labels")).get(GPU_GROUP_LABEL) or "")
+        if group and (node, group) in live:
+            requests.pop(GPU_RESOURCE, None)
+        acc = foreign.setdefault(node, {})
+        for k, v in requests.items():
+            acc[k] = acc.get(k, 0.0) + v
+        acc["pods"] = acc.get("pods", 0.0) + 1
+
+
 # -- the whole snapshot -------------------------------------------------------------------
 @dataclass
 class BuiltSnapshot:
@@ -725,6 +761,7 @@ class SnapshotBuilder:
     ) -> None:
         """Ours become tasks of their PodGroup; others on nodes reduce the node's capacity."""
         seen_uids: set[str] = set()
+        reservations: list[dict[str, Any]] = []
         for pod in pods:
             if is_terminal(pod):
                 continue
@@ -734,7 +771,9 @@ class SnapshotBuilder:
             seen_uids.add(str(md.get("uid") or ""))
             ours = spec.get("schedulerName") == self.scheduler_name
             if ns == RESERVATION_NAMESPACE and ours:
-                continue  # our GPU reservations: their GPU is the shared group's device
+                if spec.get("nodeName"):
+                    reservations.append(pod)  # counted below, once the live groups are known
+                continue
             # (another scheduler's reservation pods hold a whole GPU, like any foreign pod)
             if not ours:
                 if spec.get("nodeName"):
@@ -760,6 +799,7 @@ class SnapshotBuilder:
             groups = br_groups if br_groups is not None else info.gpu_groups
             task = _task(info, ns, status, node, groups)
             out.by_group.setdefault((ns, str(info.pod_group)), []).append(task)
+        _count_reservations(reservations, out.by_group, out.foreign)
         for uid in [u for u in self._pods if u not in seen_uids]:
             del self._pods[uid]
 

@@ -7,6 +7,11 @@
   ``run.ai/reserve_for_gpu_index``, as the real reservation image does through NVML.
 - A pod being deleted gracefully is finished (deleted with grace 0) after
   ``termination_delay`` seconds, as a kubelet does once its containers stopped.
+- Admission, as a real kubelet: a pod is started only if its requests fit the node's
+  allocatable next to every pod already admitted there and not terminal (cpu, memory,
+  ``nvidia.com/gpu``, ``pods`` and any other resource the pod requests). A pod that does not
+  fit fails at once: phase Failed, reason ``OutOf<resource>`` (``OutOfnvidia.com/gpu``) and
+  the kubelet's message, so an over-committing scheduler is seen, not hidden.
 """
 
 from __future__ import annotations
@@ -20,8 +25,10 @@ import time
 import uuid
 from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
+from fractions import Fraction
 from typing import Any
 
+from kai.api.quantity import QuantityError, parse_quantity
 from kai.kube.client import ApiError, Kube, KubeError
 from kai.kube.informer import Informer
 from kai.kube.resources import PODS
@@ -43,6 +50,44 @@ def _now() -> str:
 def fake_gpu_uuid(node: str, group: str) -> str:
     digest = hashlib.sha256(f"{node}/{group}".encode()).digest()[:16]
     return f"GPU-{uuid.UUID(bytes=digest)}"
+
+
+def pod_requests(pod: dict[str, Any]) -> dict[str, Fraction]:
+    """What a kubelet admits a pod for: containers summed (a limit without a request is the
+    request), each init container max'ed against that, plus ``spec.overhead``, plus one
+    ``pods``. Raises :class:`QuantityError` naming the field."""
+    spec = pod.get("spec") or {}
+
+    def of(container: dict[str, Any], where: str) -> dict[str, Fraction]:
+        res = container.get("resources") or {}
+        merged = dict(res.get("limits") or {})
+        merged.update(res.get("requests") or {})
+        out = {}
+        for key, value in merged.items():
+            try:
+                out[str(key)] = parse_quantity(value)
+            except QuantityError as exc:
+                raise QuantityError(f"{where}.resources.requests.{key}: {exc}") from exc
+        return out
+
+    total: dict[str, Fraction] = {}
+    for i, container in enumerate(spec.get("containers") or []):
+        for key, value in of(container, f"spec.containers[{i}]").items():
+            total[key] = total.get(key, Fraction(0)) + value
+    for i, container in enumerate(spec.get("initContainers") or []):
+        for key, value in of(container, f"spec.initContainers[{i}]").items():
+            total[key] = max(total.get(key, Fraction(0)), value)
+    for key, value in (spec.get("overhead") or {}).items():
+        try:
+            total[key] = total.get(key, Fraction(0)) + parse_quantity(value)
+        except QuantityError as exc:
+            raise QuantityError(f"spec.overhead.{key}: {exc}") from exc
+    total["pods"] = Fraction(1)
+    return total
+
+
+def _terminal(pod: dict[str, Any]) -> bool:
+    return (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed")
 
 
 def _pod_ip(uid: str) -> str:
@@ -77,12 +122,21 @@ class Kubelet:
         )
         self.started = 0
         self.completed = 0
+        self.rejected = 0
+        # admitted, not yet terminal pods per node: (namespace, name) -> (uid, requests)
+        self._admitted: dict[str, dict[tuple[str, str], tuple[str, dict[str, Fraction]]]] = {}
+        self._admit_lock = threading.Lock()
         pods.add_handler(self._on_pod)
 
     def start(self) -> Kubelet:
         self._timer_thread.start()
-        # pods already in the cache when we attach
-        for pod in self.pods.items():
+        # pods already in the cache when we attach: the running ones first hold their room
+        pods = self.pods.items()
+        for pod in pods:
+            node = (pod.get("spec") or {}).get("nodeName")
+            if node and (pod.get("status") or {}).get("phase") == "Running":
+                self._admit_running(node, pod)
+        for pod in pods:
             self._on_pod("ADDED", pod, None)
         return self
 
@@ -99,14 +153,22 @@ class Kubelet:
 
     # -- events --------------------------------------------------------------------------
     def _on_pod(self, etype: str, pod: dict[str, Any], old: dict[str, Any] | None) -> None:
-        if etype == "DELETED" or self._stop.is_set():
-            return
         spec = pod.get("spec") or {}
         node = spec.get("nodeName")
+        md = pod["metadata"]
+        if node and (etype == "DELETED" or _terminal(pod)):
+            with self._admit_lock:
+                admitted = self._admitted.get(node, {})
+                entry = admitted.get((md["namespace"], md["name"]))
+                if entry is not None and entry[0] == md.get("uid", ""):
+                    del admitted[(md["namespace"], md["name"])]
+        if etype == "DELETED" or self._stop.is_set():
+            return
         if not node or not self._simulated(node):
             return
-        md = pod["metadata"]
         phase = (pod.get("status") or {}).get("phase")
+        if phase == "Running":
+            self._admit_running(node, pod)
         if md.get("deletionTimestamp"):
             self._submit("delete", md, self.termination_delay)
         elif phase in (None, "", "Pending") or (
@@ -177,13 +239,85 @@ class Kubelet:
         with self._lock:
             self._inflight.discard((kind, f"{ns}/{name}"))
 
+    # -- admission -----------------------------------------------------------------------
+    def _admit_running(self, node: str, pod: dict[str, Any]) -> None:
+        """A pod found Running (admitted by an earlier kubelet) holds its requests."""
+        md = pod["metadata"]
+        key = (md["namespace"], md["name"])
+        with self._admit_lock:
+            admitted = self._admitted.setdefault(node, {})
+            if key in admitted:
+                return
+            with contextlib.suppress(QuantityError):  # the API server refuses bad quantities
+                admitted[key] = (md.get("uid", ""), pod_requests(pod))
+
+    def admit(self, pod: dict[str, Any]) -> tuple[str, str] | None:
+        """None when the pod fits its node (and is now counted there), else (reason,
+        message) as a kubelet writes them."""
+        md = pod["metadata"]
+        node_name = pod["spec"]["nodeName"]
+        key = (md["namespace"], md["name"])
+        try:
+            wanted = pod_requests(pod)
+        except QuantityError as exc:
+            return "UnexpectedAdmissionError", f"Pod was rejected: {exc}"
+        node = self.nodes.get(node_name) or {}
+        status = node.get("status") or {}
+        allocatable = status.get("allocatable") or status.get("capacity") or {}
+        with self._admit_lock:
+            admitted = self._admitted.setdefault(node_name, {})
+            entry = admitted.get(key)
+            if entry is not None and entry[0] == md.get("uid", ""):
+                return None  # admitted before (a retried start)
+            for resource in sorted(wanted):
+                requested = wanted[resource]
+                if not requested:
+                    continue
+                try:
+                    capacity = parse_quantity(allocatable.get(resource, 0))
+                except QuantityError:
+                    capacity = Fraction(0)
+                used = sum(
+                    (r.get(resource, Fraction(0)) for _, r in admitted.values()), Fraction(0)
+                )
+                if used + requested > capacity:
+                    return (
+                        f"OutOf{resource}",
+                        "Pod was rejected: Node didn't have enough resource: "
+                        f"{resource}, requested: {_num(requested)}, used: {_num(used)}, "
+                        f"capacity: {_num(capacity)}",
+                    )
+            admitted[key] = (md.get("uid", ""), wanted)
+        return None
+
+    def _reject(self, pod: dict[str, Any], reason: str, message: str) -> None:
+        md = pod["metadata"]
+        log.info("kubelet: %s/%s rejected: %s", md["namespace"], md["name"], message)
+        try:
+            patch_if_changed(
+                self.kube,
+                PODS,
+                pod,
+                {"status": {"phase": "Failed", "reason": reason, "message": message}},
+                sub="status",
+            )
+        except ApiError as exc:
+            if exc.status != 404:
+                raise
+            return
+        self.rejected += 1
+
     def _start_pod(self, ns: str, name: str) -> None:
         pod = self.pods.get(name, ns)
-        if pod is None or pod["metadata"].get("deletionTimestamp"):
+        if pod is None or pod["metadata"].get("deletionTimestamp") or _terminal(pod):
             return
         md = pod["metadata"]
         annotations = md.get("annotations") or {}
         node = pod["spec"]["nodeName"]
+        refused = self.admit(pod)
+        if refused is not None:
+            self._reject(pod, *refused)
+            return
         if ns == RESERVATION_NAMESPACE and not annotations.get(GPU_INDEX_ANNOTATION):
             group = (md.get("labels") or {}).get("runai-gpu-group", name)
             pod = (
@@ -311,3 +445,7 @@ class Kubelet:
             sub="status",
         )
         self.completed += 1
+
+
+def _num(value: Fraction) -> str:
+    return str(value.numerator) if value.denominator == 1 else f"{float(value):g}"

@@ -142,6 +142,9 @@ class SystemOptions:
     queue_label: str = "kai.scheduler/queue"  # the pod-grouper's queue label key
     components: tuple[str, ...] = ("scheduler", "binder", "podgrouper", "nodes")
     config_map: str = "kai-scheduler/kai-scheduler-config"  # rendered scheduler settings
+    # appended to the Lease holder identities: two Systems of one process (a leader change
+    # in a test) must not share an identity, or both would hold the Lease
+    identity_suffix: str = ""
     extra: dict[str, Any] = field(default_factory=dict)
 
 
@@ -172,7 +175,7 @@ class System:
             kube,
             lease,
             o.lease_namespace,
-            identity(component),
+            identity(component) + o.identity_suffix,
             lease_duration=o.lease_duration,
             renew_period=o.renew_period,
             retry_period=o.retry_period,

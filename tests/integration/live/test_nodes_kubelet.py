@@ -77,3 +77,47 @@ def _gone(kube: Kube, name: str) -> bool:
     except ApiError as exc:
         return exc.status == 404
     return False
+
+
+def test_kubelet_admission_refuses_what_does_not_fit(kube: Kube, node_side: Kubelet) -> None:
+    (name,) = create_nodes(kube, 1, NodeShape(gpus=2, cpu="8", max_pods=4), prefix="small")
+    eventually(lambda: _ready_untainted(kube, name))
+
+    def phase(pod: str) -> str | None:
+        return kube.get(PODS, pod, "default")["status"].get("phase")
+
+    for pod in ("g1", "g2"):
+        kube.create(PODS, pod_manifest(pod, "default", None, gpus=1, cpu="1"))
+        kube.bind("default", pod, name)
+        eventually(lambda p=pod: phase(p) == "Running")
+    # a third GPU: Failed as a kubelet does, with the reason and message it writes
+    kube.create(PODS, pod_manifest("g3", "default", None, gpus=1, cpu="1"))
+    kube.bind("default", "g3", name)
+    eventually(lambda: phase("g3") == "Failed")
+    status = kube.get(PODS, "g3", "default")["status"]
+    assert status["reason"] == "OutOfnvidia.com/gpu"
+    assert status["message"] == (
+        "Pod was rejected: Node didn't have enough resource: nvidia.com/gpu, "
+        "requested: 1, used: 2, capacity: 2"
+    )
+    # cpu (6 of 8 left) and the pod slots count as well
+    kube.create(PODS, pod_manifest("big-cpu", "default", None, cpu="6500m"))
+    kube.bind("default", "big-cpu", name)
+    eventually(lambda: phase("big-cpu") == "Failed")
+    assert kube.get(PODS, "big-cpu", "default")["status"]["reason"] == "OutOfcpu"
+    kube.create(PODS, pod_manifest("c3", "default", None, cpu="1"))
+    kube.bind("default", "c3", name)
+    eventually(lambda: phase("c3") == "Running")
+    kube.create(PODS, pod_manifest("c4", "default", None, cpu="1"))
+    kube.bind("default", "c4", name)
+    kube.create(PODS, pod_manifest("c5", "default", None, cpu="1"))
+    kube.bind("default", "c5", name)
+    eventually(lambda: phase("c5") == "Failed")  # 4 pod slots: g1, g2, c3, c4
+    assert kube.get(PODS, "c5", "default")["status"]["reason"] == "OutOfpods"
+    # a finished pod frees its room: the GPU of g1 goes to g4
+    kube.delete(PODS, "g1", "default")
+    eventually(lambda: _gone(kube, "g1"))
+    kube.create(PODS, pod_manifest("g4", "default", None, gpus=1, cpu="1"))
+    kube.bind("default", "g4", name)
+    eventually(lambda: phase("g4") == "Running")
+    assert node_side.rejected == 3

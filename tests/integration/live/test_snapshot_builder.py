@@ -131,3 +131,56 @@ def test_mig_nodes_and_bad_nodes() -> None:
     (problem,) = built.problems
     assert problem.obj["metadata"]["name"] == "broken"
     assert problem.field == "status.allocatable.cpu"
+
+
+def _reservation(name: str, node: str, group: str, **md: Any) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "name": name,
+            "namespace": "kai-resource-reservation",
+            "uid": f"uid-{name}",
+            "resourceVersion": "1",
+            "labels": {"app": "kai-resource-reservation", "runai-gpu-group": group},
+            **md,
+        },
+        "spec": {
+            "nodeName": node,
+            "schedulerName": "kai-scheduler",
+            "containers": [
+                {"name": "r", "resources": {"limits": {"nvidia.com/gpu": "1"}}},
+            ],
+        },
+        "status": {"phase": "Running"},
+    }
+
+
+def test_a_reservation_pod_holds_its_gpu_until_it_is_gone() -> None:
+    half = _pod("half", "pg", fraction=0.5)
+    half["spec"]["nodeName"] = "n0"
+    half["metadata"]["labels"]["runai-gpu-group"] = "live"
+    half["status"] = {"phase": "Running"}
+    finished = _pod("finished", "pg", fraction=0.5)
+    finished["spec"]["nodeName"] = "n0"
+    finished["metadata"]["labels"]["runai-gpu-group"] = "emptied"
+    finished["status"] = {"phase": "Succeeded"}
+    reservations = [
+        _reservation("r-live", "n0", "live"),  # its device is the group's: not counted twice
+        _reservation("r-emptied", "n0", "emptied"),  # group finished, pod still there
+        _reservation("r-deleting", "n0", "gone", deletionTimestamp="2026-01-01T00:00:00Z"),
+        _reservation("r-live-elsewhere", "n1", "live"),  # same group name, other node
+    ]
+    built = SnapshotBuilder("kai-scheduler").build(
+        pods=[half, finished, *reservations],
+        nodes=[_node("n0"), _node("n1", 1)],
+        podgroups=[_pg("pg")],
+        queues=[QUEUE],
+        bind_requests=[],
+    )
+    nodes = {n.name: n for n in built.snapshot.nodes}
+    assert nodes["n0"].gpus == 8 - 2  # "emptied" and "gone"; "live" is the task's device
+    assert nodes["n1"].gpus == 8 - 1
+    assert nodes["n0"].max_pods == 110 - 3  # every reservation pod takes a pod slot
+    (job,) = built.snapshot.jobs
+    assert [t.gpu_groups for t in job.tasks] == [("live",)]
