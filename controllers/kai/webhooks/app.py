@@ -23,13 +23,14 @@ from dataclasses import dataclass
 from urllib.parse import urlsplit
 
 from kai.kube.client import Kube
+from kai.metrics import MetricsServer
 from kai.webhooks import registration
 from kai.webhooks.cert_manager import FileCerts, SecretCerts
 from kai.webhooks.cluster import ClusterView
 from kai.webhooks.podgroups import PodGroupValidator
 from kai.webhooks.pods import PodMutator, PodValidator
 from kai.webhooks.policies import PolicyValidator
-from kai.webhooks.server import AdmissionServer, Handler, HealthServer, WebhookMetrics
+from kai.webhooks.server import AdmissionServer, Handler, WebhookMetrics
 
 log = logging.getLogger("kai.webhook")
 
@@ -110,9 +111,11 @@ class WebhookApp:
                 on_change=self._serve_certificate,
                 publish_delay=opts.publish_delay,
             )
-        self.health: HealthServer | None = None
+        self.health: MetricsServer | None = None  # /metrics, /healthz, /readyz
         if opts.metrics_port > 0:
-            self.health = HealthServer(self.metrics.registry, opts.metrics_port, self.ready)
+            self.health = MetricsServer(
+                [self.metrics.registry], opts.metrics_port, ready=self.ready
+            )
         self.registered = False
         self._health_started = False
         self._started = threading.Event()

@@ -23,7 +23,6 @@ import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from http.server import BaseHTTPRequestHandler, HTTPServer
 from typing import Any
 
 from kai.metrics import Registry
@@ -269,61 +268,3 @@ class AdmissionServer:
             log.info(
                 "%s: denied %s %s: %s", webhook, request.operation, request.label, verdict.message
             )
-
-
-class HealthServer:
-    """``/metrics``, ``/healthz``, ``/readyz`` on plain HTTP."""
-
-    def __init__(
-        self, registry: Registry, port: int, ready: Callable[[], bool], host: str = "0.0.0.0"
-    ) -> None:
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-
-            def log_message(self, format: str, *args: Any) -> None:
-                return
-
-            def do_GET(self) -> None:
-                path = self.path.split("?", 1)[0]
-                if path == "/metrics":
-                    code, body = 200, registry.exposition().encode()
-                    ctype = "text/plain; version=0.0.4; charset=utf-8"
-                elif path in ("/healthz", "/livez"):
-                    code, body, ctype = 200, b"ok\n", "text/plain"
-                elif path == "/readyz":
-                    ok = ready()
-                    code, body = (200, b"ok\n") if ok else (503, b"not ready\n")
-                    ctype = "text/plain"
-                else:
-                    code, body, ctype = 404, b"not found\n", "text/plain"
-                self.send_response(code)
-                self.send_header("Content-Type", ctype)
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
-
-        class Server(HTTPServer):
-            daemon_threads = True
-
-            def handle_error(self, request: Any, client_address: Any) -> None:
-                return
-
-        from socketserver import ThreadingMixIn
-
-        class ThreadingServer(ThreadingMixIn, Server):
-            daemon_threads = True
-
-        self.httpd = ThreadingServer((host, port), Handler)
-        self.port = self.httpd.server_address[1]
-        self._thread = threading.Thread(
-            target=self.httpd.serve_forever, kwargs={"poll_interval": 0.2}, daemon=True
-        )
-
-    def start(self) -> HealthServer:
-        self._thread.start()
-        return self
-
-    def stop(self) -> None:
-        self.httpd.shutdown()
-        self.httpd.server_close()
-        self._thread.join(timeout=5)
