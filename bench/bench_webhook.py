@@ -209,6 +209,15 @@ def _prepare(kube: Any) -> None:
                 raise
 
 
+def _connections(text: str) -> float:
+    """TLS connections the webhook accepted so far, every protocol (h2, http/1.1) summed."""
+    return sum(
+        float(line.rsplit(" ", 1)[1])
+        for line in text.splitlines()
+        if line.startswith("kai_webhook_connections_total")
+    )
+
+
 def _wait_ready(port: int, proc: subprocess.Popen[bytes], timeout: float = 60) -> None:
     import urllib.request
 
@@ -333,13 +342,7 @@ def main() -> int:
                 )
                 for hook in ("pods.mutate", "pods.validate")
             }
-            conns = [
-                float(line.rsplit(" ", 1)[1])
-                for text in (ours_before, ours_after)
-                for line in text.splitlines()
-                if line.startswith("kai_webhook_connections_total")
-            ]
-            with_hook["connections"] = conns[1] - conns[0] if len(conns) == 2 else float("nan")
+            with_hook["connections"] = _connections(ours_after) - _connections(ours_before)
             rows.append((round_, without, with_hook, api, ours))
         _report(rows)
     finally:

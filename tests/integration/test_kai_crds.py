@@ -119,13 +119,15 @@ def test_podgroup_bad_type_is_422(cluster, kai_crds, ns):
     assert status_of(err.value)["details"]["causes"][0]["field"] == "spec.minMember"
 
 
-def test_queue_cel_rule_limit_below_quota(cluster, kai_crds, ns):
+def test_queue_limit_below_quota_accepted_as_kai_does(cluster, kai_crds, ns):
+    # KAI's Queue CRD has no limit >= quota rule; kai validate and the webhook report it instead
     co = client.CustomObjectsApi(cluster.api)
-    body = _queue(f"{ns}-cel", gpu={"quota": 4, "limit": 2, "overQuotaWeight": 1})
-    with pytest.raises(client.ApiException) as err:
-        co.create_cluster_custom_object("scheduling.run.ai", "v2", "queues", body)
-    assert err.value.status == 422
-    assert "limit must be -1 (no limit) or at least quota" in status_of(err.value)["message"]
+    body = _queue(f"{ns}-low-limit", gpu={"quota": 4, "limit": 2, "overQuotaWeight": 1})
+    created = co.create_cluster_custom_object("scheduling.run.ai", "v2", "queues", body)
+    try:
+        assert created["spec"]["resources"]["gpu"]["limit"] == 2
+    finally:
+        co.delete_cluster_custom_object("scheduling.run.ai", "v2", "queues", f"{ns}-low-limit")
 
 
 def test_podgroup_cel_rule_min_member_or_subgroup(cluster, kai_crds, ns):

@@ -128,3 +128,31 @@ def test_a_queue_the_cache_does_not_know_yet_is_read_fresh_before_refusing() -> 
     cluster.cache_lags = True
     assert PodValidator(cluster)(request(pod(labels={"kai.scheduler/queue": "nlp"}))).allowed
     assert cluster.fresh_reads == 1
+
+
+def test_the_binder_writes_the_configmaps_the_mutated_pod_reads() -> None:
+    # the webhook names the ConfigMaps in the pod's env; the binder writes them at bind time:
+    # both must agree for regular and init containers, or the container never starts
+    from kai.reconcilers.binder import shared_container_index
+
+    def referenced(out: dict[str, object]) -> set[str]:
+        names = set()
+        spec = out["spec"]
+        assert isinstance(spec, dict)
+        for key in ("containers", "initContainers"):
+            for c in spec.get(key) or []:
+                names |= {e["configMapRef"]["name"] for e in c.get("envFrom") or []}
+        return names
+
+    cases = [
+        ({"gpu-fraction": "0.5"}, None, "0"),
+        ({"gpu-fraction": "0.5", "gpu-fraction-container-name": "sidecar"}, None, "1"),
+        ({"gpu-fraction": "0.5", "gpu-fraction-container-name": "warmup"}, "warmup", "i0"),
+    ]
+    for wanted, init_name, index in cases:
+        p = pod(annotations=wanted, init=[{"name": init_name}] if init_name else None)
+        p["spec"]["containers"].append({"name": "sidecar", "image": "busybox"})
+        out = PodMutator(_cluster()).mutate(p, "team-nlp")
+        prefix = out["metadata"]["annotations"]["runai/shared-gpu-configmap"]
+        assert shared_container_index(out) == index
+        assert referenced(out) == {f"{prefix}-{index}-evar"}, wanted

@@ -9,6 +9,7 @@ rotation test then drives admissions through a whole rotation and counts failure
 from __future__ import annotations
 
 import datetime as dt
+import re
 import subprocess
 import threading
 import time
@@ -337,3 +338,8 @@ def test_certificates_rotate_under_admissions_without_a_failure(examples: Env) -
     assert answered[0] > 100
     text = app.metrics.registry.exposition()
     assert 'kai_webhook_requests_total{webhook="pods.mutate",verdict="mutated"}' in text
+    # the API server speaks HTTP/2 to the webhook (every call a stream of one connection), and
+    # after each rotation's GOAWAY it opens a new connection, with the new certificate
+    h2 = re.search(r'^kai_webhook_connections_total\{protocol="h2"\} (\S+)$', text, re.M)
+    assert h2 is not None and float(h2[1]) >= 3, text
+    assert 'protocol="http/1.1"' not in text

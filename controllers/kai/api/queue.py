@@ -4,9 +4,7 @@ from __future__ import annotations
 
 from typing import ClassVar
 
-from pydantic import ConfigDict
-
-from kai.api.base import KaiModel, PrinterColumn, TopLevelObject, cel, cel_rules
+from kai.api.base import KaiModel, PrinterColumn, TopLevelObject
 from kai.api.types import Duration, Number, ResourceList, Timestamp
 
 __all__ = [
@@ -18,18 +16,14 @@ __all__ = [
     "QueueStatus",
 ]
 
-_LIMIT_RULE = cel(
-    "!has(self.limit) || !has(self.quota) || self.limit == -1.0 || self.quota == -1.0"
-    " || self.limit >= self.quota",
-    "limit must be -1 (no limit) or at least quota",
-    field_path=".limit",
-)
-
 
 class QueueResource(KaiModel):
-    """Quota, over-quota weight and limit of one resource. An omitted number is 0."""
+    """Quota, over-quota weight and limit of one resource. An omitted number is 0.
 
-    model_config = ConfigDict(json_schema_extra=cel_rules(_LIMIT_RULE))
+    No ``limit >= quota`` rule in the CRD: KAI's Queue CRD accepts a limit below the quota, and
+    so does ours. ``kai validate`` reports it (``limit-below-quota``) on the GitOps documents and
+    the admission webhook warns about it on a Queue.
+    """
 
     quota: Number | None = None
     """Guaranteed ("deserved") amount; -1 means the whole capacity available at this level."""

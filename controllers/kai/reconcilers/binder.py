@@ -84,6 +84,23 @@ def configmap_prefix(pod: dict[str, Any]) -> str:
     return f"{md['name'][:40].rstrip('-.')}-{digest}-shared-gpu"
 
 
+def shared_container_index(pod: dict[str, Any]) -> str:
+    """KAI's index of the container that gets the shared GPU: ``N`` for the N-th container, ``iN``
+    for the N-th init container (named by ``gpu-fraction-container-name``; the first container
+    otherwise). The ConfigMaps are ``<prefix>-<index>`` and ``<prefix>-<index>-evar``, the names
+    the admission webhook put in the pod's env."""
+    spec = pod.get("spec") or {}
+    target = ((pod.get("metadata") or {}).get("annotations") or {}).get(
+        "gpu-fraction-container-name"
+    )
+    if target:
+        for key, mark in (("containers", ""), ("initContainers", "i")):
+            for i, container in enumerate(spec.get(key) or []):
+                if container.get("name") == target:
+                    return f"{mark}{i}"
+    return "0"
+
+
 class Binder:
     def __init__(
         self,
@@ -364,9 +381,7 @@ class Binder:
     def _write_configmaps(self, pod: dict[str, Any], uuids: list[str], portion: str) -> None:
         md = pod["metadata"]
         prefix = configmap_prefix(pod)
-        containers = (pod.get("spec") or {}).get("containers") or []
-        target = (md.get("annotations") or {}).get("gpu-fraction-container-name")
-        index = next((i for i, c in enumerate(containers) if c.get("name") == target), 0)
+        index = shared_container_index(pod)
         data = {
             "NVIDIA_VISIBLE_DEVICES": ",".join(uuids),
             "GPU_PORTION": portion,

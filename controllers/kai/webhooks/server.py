@@ -1,10 +1,18 @@
-"""The HTTPS admission server: AdmissionReview v1 over TLS, a bounded pool of worker threads.
+"""The HTTPS admission server: AdmissionReview v1 over TLS, HTTP/2 and HTTP/1.1.
 
 The listening thread only accepts; each connection is handed to a worker, which does the TLS
 handshake with the *current* certificate (:meth:`AdmissionServer.set_certificate` swaps it
-without a restart, so a rotation never drops a request) and then serves keep-alive HTTP/1.1
-requests on it. A second, plain-HTTP port serves ``/metrics``, ``/healthz`` (the process
-answers) and ``/readyz`` (a certificate is loaded and the caches are synced).
+without a restart, so a rotation never drops a request) and then serves the protocol the
+client chose by ALPN:
+
+- ``h2`` (what kube-apiserver picks): one connection carries all of the API server's
+  concurrent calls as streams (:mod:`kai.webhooks.http2`). Over HTTP/1.1 the API server opens a
+  new TLS connection whenever its few idle ones are busy, and under load the handshakes cost
+  more than the answers;
+- ``http/1.1``: keep-alive requests one after the other, for clients without HTTP/2.
+
+A second, plain-HTTP port serves ``/metrics``, ``/healthz`` (the process answers) and
+``/readyz`` (a certificate is loaded and the caches are synced).
 
 Metrics: ``kai_webhook_requests_total{webhook,verdict}`` and
 ``kai_webhook_request_duration_milliseconds{webhook,verdict}`` (verdict: allowed, warned,
@@ -52,7 +60,9 @@ class WebhookMetrics:
             ("webhook", "verdict"),
         )
         self.connections = r.counter(
-            "kai_webhook_connections_total", "TLS connections accepted (kept alive for reuse)"
+            "kai_webhook_connections_total",
+            "TLS connections established, by the protocol the client chose (h2, http/1.1)",
+            ("protocol",),
         )
         self.cert_rotations = r.gauge(
             "kai_webhook_certificate_rotations", "Serving certificates loaded after the first"
@@ -71,7 +81,7 @@ class WebhookMetrics:
 def _context(cert: bytes, key: bytes) -> ssl.SSLContext:
     ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     ctx.minimum_version = ssl.TLSVersion.TLSv1_2
-    ctx.set_alpn_protocols(["http/1.1"])
+    ctx.set_alpn_protocols(["h2", "http/1.1"])
     # ssl reads keys only from files: a private temporary directory, removed at once
     with tempfile.TemporaryDirectory(prefix="kai-webhook-") as tmp:
         cert_path, key_path = os.path.join(tmp, "tls.crt"), os.path.join(tmp, "tls.key")
@@ -93,12 +103,19 @@ class AdmissionServer:
         port: int = 9443,
         host: str = "0.0.0.0",
         workers: int = 64,
+        stream_workers: int = 16,
         metrics: WebhookMetrics | None = None,
     ) -> None:
         self.routes = routes  # path -> (webhook name for metrics, handler)
         self.metrics = metrics or WebhookMetrics()
         self._ctx: ssl.SSLContext | None = None
+        # connections (one worker each, for its lifetime) and the requests of HTTP/2 streams
+        # (answered concurrently, so that a slow answer never holds up the others on the
+        # connection) never wait for each other's workers
         self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="webhook")
+        self.streams = ThreadPoolExecutor(
+            max_workers=stream_workers, thread_name_prefix="webhook-stream"
+        )
         self._stop = threading.Event()
         self._sock = socket.create_server((host, port), backlog=512, reuse_port=False)
         self._sock.settimeout(0.2)
@@ -121,6 +138,15 @@ class AdmissionServer:
     def has_certificate(self) -> bool:
         return self._ctx is not None
 
+    @property
+    def context(self) -> ssl.SSLContext | None:
+        """The TLS context new connections get (a rotation replaces it)."""
+        return self._ctx
+
+    @property
+    def stopping(self) -> bool:
+        return self._stop.is_set()
+
     # -- life cycle --------------------------------------------------------------------------
     def start(self) -> AdmissionServer:
         if self._ctx is None:
@@ -139,6 +165,7 @@ class AdmissionServer:
                 with contextlib.suppress(OSError):
                     conn.shutdown(socket.SHUT_RDWR)
         self._pool.shutdown(wait=True, cancel_futures=True)
+        self.streams.shutdown(wait=True, cancel_futures=True)
 
     def _accept(self) -> None:
         while not self._stop.is_set():
@@ -151,7 +178,6 @@ class AdmissionServer:
                     return
                 continue
             conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-            self.metrics.connections.inc()
             try:
                 self._pool.submit(self._connection, conn, address)
             except RuntimeError:  # the pool is shut down
@@ -171,9 +197,16 @@ class AdmissionServer:
             return
         with self._open_lock:
             self._open.add(conn)
+        protocol = conn.selected_alpn_protocol() or "http/1.1"
+        self.metrics.connections.inc(labels={"protocol": protocol})
         try:
             conn.settimeout(IDLE_TIMEOUT)
-            self._requests(conn)
+            if protocol == "h2":
+                from kai.webhooks.http2 import serve_http2
+
+                serve_http2(self, conn, ctx)
+            else:
+                self._requests(conn)
         except (OSError, ssl.SSLError, ValueError):
             pass
         finally:
@@ -219,7 +252,7 @@ class AdmissionServer:
             if method != b"POST":
                 self._send(conn, 405, b"POST AdmissionReview requests only\n", "text/plain")
             else:
-                self._serve(conn, target, body)
+                self._send(conn, *self.answer(target, body))
             if close:
                 return
 
@@ -227,7 +260,9 @@ class AdmissionServer:
     def _send(
         conn: socket.socket, code: int, body: bytes, ctype: str, *, close: bool = False
     ) -> None:
-        reason = {200: "OK", 400: "Bad Request", 404: "Not Found"}.get(code, "Error")
+        reason = {200: "OK", 400: "Bad Request", 404: "Not Found", 405: "Method Not Allowed"}.get(
+            code, "Error"
+        )
         head = (
             f"HTTP/1.1 {code} {reason}\r\nContent-Type: {ctype}\r\n"
             f"Content-Length: {len(body)}\r\n" + ("Connection: close\r\n" if close else "") + "\r\n"
@@ -235,20 +270,19 @@ class AdmissionServer:
         conn.sendall(head.encode("latin-1") + body)
 
     # -- one request -------------------------------------------------------------------------
-    def _serve(self, conn: socket.socket, target: str, body: bytes) -> None:
+    def answer(self, target: str, body: bytes) -> tuple[int, bytes, str]:
+        """The HTTP status, body and content type answering ``POST target`` with ``body``."""
         start = time.perf_counter()
         path = target.split("?", 1)[0]
         route = self.routes.get(path)
         if route is None:
-            self._send(conn, 404, f"no webhook at {path}\n".encode(), "text/plain")
-            return
+            return 404, f"no webhook at {path}\n".encode(), "text/plain"
         webhook, handler = route
         try:
             request = parse(body)
         except ReviewError as exc:
             self.metrics.observe(webhook, "error", (time.perf_counter() - start) * 1000)
-            self._send(conn, 400, f"{exc}\n".encode(), "text/plain")
-            return
+            return 400, f"{exc}\n".encode(), "text/plain"
         try:
             verdict = handler(request)
             outcome = verdict.outcome
@@ -262,9 +296,9 @@ class AdmissionServer:
             verdict.reason = "InternalError"
             outcome = "error"
         data = answer(request.uid, verdict)
-        self._send(conn, 200, data, "application/json")
         self.metrics.observe(webhook, outcome, (time.perf_counter() - start) * 1000)
         if not verdict.allowed:
             log.info(
                 "%s: denied %s %s: %s", webhook, request.operation, request.label, verdict.message
             )
+        return 200, data, "application/json"

@@ -1,0 +1,288 @@
+"""HTTP/2 for the admission server: every call of the API server on one TLS connection.
+
+kube-apiserver's webhook client speaks HTTP/2 when the server offers it by ALPN, and then sends
+all of its concurrent AdmissionReview calls as streams of one connection. The protocol state
+machine is the ``h2`` library's; this module owns the socket:
+
+- one thread per connection (the server's connection worker) does *all* reads and writes of
+  the TLS socket — an ``SSLSocket`` must not be read and written from two threads at once;
+- each complete request (headers, body, end of stream) is answered on the server's stream pool,
+  so that a slow answer (a live read of the cluster) never holds up the other streams; the
+  answer comes back through a queue, and a byte on a socket pair wakes the connection thread
+  from ``select`` to send it;
+- responses larger than the peer's flow-control window wait for its WINDOW_UPDATE;
+- after a certificate rotation, or when the server stops, the connection says GOAWAY: the
+  API server finishes the calls in flight on it and opens a new connection (with the new
+  certificate) for the next ones; a connection idle for ``IDLE_TIMEOUT`` is closed likewise.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import queue
+import select
+import socket
+import ssl
+import time
+from typing import TYPE_CHECKING
+
+from h2.config import H2Configuration
+from h2.connection import H2Connection
+from h2.errors import ErrorCodes
+from h2.events import (
+    ConnectionTerminated,
+    DataReceived,
+    RequestReceived,
+    StreamEnded,
+    StreamReset,
+    WindowUpdated,
+)
+from h2.exceptions import ProtocolError, StreamClosedError
+from h2.settings import SettingCodes
+from hyperframe.frame import GoAwayFrame
+
+if TYPE_CHECKING:
+    from kai.webhooks.server import AdmissionServer
+
+log = logging.getLogger("kai.webhook")
+
+#: streams the API server may have open at once on the connection (Go's server default)
+MAX_CONCURRENT_STREAMS = 250
+#: per-stream receive window: a whole AdmissionReview of an UPDATE (old and new object) fits
+STREAM_WINDOW = 4 * 1024 * 1024
+#: how often the loop wakes without traffic, to notice a rotation, a stop or idleness
+TICK = 1.0
+
+Answer = tuple[int, int, bytes, str]  # stream, status, body, content type
+
+
+class _Stream:
+    __slots__ = ("body", "method", "path", "too_large")
+
+    def __init__(self, method: bytes, path: bytes) -> None:
+        self.method = method
+        self.path = path
+        self.body = bytearray()
+        self.too_large = False
+
+
+def serve_http2(server: AdmissionServer, conn: ssl.SSLSocket, ctx: ssl.SSLContext) -> None:
+    """Serve the connection until the peer goes, the server stops or the connection idles out."""
+    _Connection(server, conn, ctx).run()
+
+
+class _Connection:
+    def __init__(self, server: AdmissionServer, conn: ssl.SSLSocket, ctx: ssl.SSLContext) -> None:
+        from kai.webhooks.server import IDLE_TIMEOUT, MAX_BODY
+
+        self.server = server
+        self.conn = conn
+        self.ctx = ctx  # the certificate this connection was made with
+        self.max_body = MAX_BODY
+        self.idle_timeout = IDLE_TIMEOUT
+        self.h2 = H2Connection(H2Configuration(client_side=False, header_encoding=None))
+        self.streams: dict[int, _Stream] = {}
+        self.in_flight = 0  # requests handed to the stream pool, not yet answered
+        self.answers: queue.SimpleQueue[Answer] = queue.SimpleQueue()
+        self.waiting: dict[int, memoryview] = {}  # response bytes held back by flow control
+        self.wake_r, self.wake_w = socket.socketpair()
+        self.wake_r.setblocking(False)
+        self.going_away = False
+        self.last_stream = 0  # the last stream answered after a GOAWAY
+
+    # -- the loop ----------------------------------------------------------------------------
+    def run(self) -> None:
+        h2 = self.h2
+        h2.local_settings.update(
+            {
+                SettingCodes.MAX_CONCURRENT_STREAMS: MAX_CONCURRENT_STREAMS,
+                SettingCodes.INITIAL_WINDOW_SIZE: STREAM_WINDOW,
+            }
+        )
+        h2.initiate_connection()
+        h2.increment_flow_control_window(64 * 1024 * 1024)  # the connection's receive window
+        self._flush()
+        last_active = time.monotonic()
+        try:
+            while True:
+                readable: list[socket.socket] = [self.conn]
+                if not self.conn.pending():  # else TLS holds decrypted bytes select cannot see
+                    readable, _, _ = select.select([self.conn, self.wake_r], [], [], TICK)
+                if self.wake_r in readable:
+                    with contextlib.suppress(BlockingIOError):
+                        self.wake_r.recv(4096)
+                    self._send_answers()
+                    last_active = time.monotonic()
+                if self.conn in readable:
+                    data = self.conn.recv(65536)
+                    if not data:
+                        return
+                    if not self._receive(data):
+                        return
+                    last_active = time.monotonic()
+                idle = not self.streams and not self.in_flight and not self.waiting
+                if not self.going_away and (
+                    self.server.stopping
+                    or self.server.context is not self.ctx
+                    or (idle and time.monotonic() - last_active > self.idle_timeout)
+                ):
+                    self._go_away()
+                if self.going_away and idle:
+                    h2.close_connection(
+                        error_code=ErrorCodes.NO_ERROR, last_stream_id=self.last_stream
+                    )
+                    self._flush()
+                    return
+        finally:
+            self.wake_r.close()
+            self.wake_w.close()
+
+    def _go_away(self) -> None:
+        """A graceful GOAWAY: the streams opened so far are still answered, later ones refused.
+
+        h2's ``close_connection`` ends the connection's state machine at once (nothing could be
+        sent after it), so this first GOAWAY is written as a raw frame; ``close_connection``
+        follows once the streams in flight are answered.
+        """
+        self.going_away = True
+        self.last_stream = self.h2.highest_inbound_stream_id
+        self._flush()
+        frame = GoAwayFrame(0)
+        frame.last_stream_id = self.last_stream
+        frame.error_code = ErrorCodes.NO_ERROR
+        self.conn.sendall(frame.serialize())
+
+    def _receive(self, data: bytes) -> bool:
+        """Feed bytes to the state machine; False when the peer ended the connection."""
+        try:
+            events = self.h2.receive_data(data)
+        except ProtocolError as exc:
+            log.debug("HTTP/2 protocol error from the client: %s", exc)
+            self._flush()
+            return False
+        for event in events:
+            if isinstance(event, RequestReceived):
+                if self.going_away and event.stream_id > self.last_stream:
+                    # sent before the client saw our GOAWAY: refused, so it retries elsewhere
+                    self.h2.reset_stream(event.stream_id, error_code=ErrorCodes.REFUSED_STREAM)
+                    continue
+                headers = dict(event.headers or [])
+                self.streams[event.stream_id] = _Stream(
+                    headers.get(b":method", b""), headers.get(b":path", b"/")
+                )
+            elif isinstance(event, DataReceived):
+                self._data(event)
+            elif isinstance(event, StreamEnded):
+                self._request(event.stream_id)
+            elif isinstance(event, StreamReset):
+                self.streams.pop(event.stream_id, None)
+                self.waiting.pop(event.stream_id, None)
+            elif isinstance(event, WindowUpdated):
+                self._send_waiting()
+            elif isinstance(event, ConnectionTerminated):
+                self._flush()
+                return False
+        self._flush()
+        return True
+
+    def _data(self, event: DataReceived) -> None:
+        consumed = event.flow_controlled_length
+        if consumed:
+            # give the bytes back at once (the body is buffered here, not in the window): the
+            # connection's window, and the stream's unless this frame ended it
+            self.h2.increment_flow_control_window(consumed)
+            if event.stream_ended is None:
+                with contextlib.suppress(StreamClosedError, ProtocolError):
+                    self.h2.increment_flow_control_window(consumed, stream_id=event.stream_id)
+        stream = self.streams.get(event.stream_id)
+        if stream is None or stream.too_large:
+            return
+        stream.body += event.data or b""
+        if len(stream.body) > self.max_body:
+            stream.too_large = True
+            stream.body = bytearray()
+
+    # -- requests and answers ----------------------------------------------------------------
+    def _request(self, stream_id: int) -> None:
+        stream = self.streams.pop(stream_id, None)
+        if stream is None:
+            return
+        if stream.too_large:
+            self._respond(stream_id, 413, b"body too large\n", "text/plain")
+        elif stream.method != b"POST":
+            self._respond(stream_id, 405, b"POST AdmissionReview requests only\n", "text/plain")
+        else:
+            self.in_flight += 1
+            try:
+                self.server.streams.submit(
+                    self._answer, stream_id, stream.path.decode("latin-1"), bytes(stream.body)
+                )
+            except RuntimeError:  # the pool is shut down: the server is stopping
+                self.in_flight -= 1
+                self.h2.reset_stream(stream_id, error_code=ErrorCodes.REFUSED_STREAM)
+
+    def _answer(self, stream_id: int, path: str, body: bytes) -> None:
+        """On a stream worker: decide, then hand the answer to the connection thread."""
+        try:
+            code, data, ctype = self.server.answer(path, body)
+        except Exception as exc:  # answer() turns handler errors into verdicts; this is a bug
+            log.exception("answering an HTTP/2 request failed")
+            code, data, ctype = 500, f"{type(exc).__name__}: {exc}\n".encode(), "text/plain"
+        self.answers.put((stream_id, code, data, ctype))
+        with contextlib.suppress(OSError):
+            self.wake_w.send(b"\0")
+
+    def _send_answers(self) -> None:
+        while True:
+            try:
+                stream_id, code, data, ctype = self.answers.get_nowait()
+            except queue.Empty:
+                break
+            self.in_flight -= 1
+            self._respond(stream_id, code, data, ctype)
+        self._flush()
+
+    def _respond(self, stream_id: int, code: int, body: bytes, ctype: str) -> None:
+        headers = [
+            (b":status", str(code).encode()),
+            (b"content-type", ctype.encode()),
+            (b"content-length", str(len(body)).encode()),
+        ]
+        try:
+            self.h2.send_headers(stream_id, headers)
+        except (StreamClosedError, ProtocolError):  # the client gave up on it (timeout, reset)
+            return
+        self.waiting[stream_id] = memoryview(body)
+        self._send_waiting()
+
+    def _send_waiting(self) -> None:
+        """Send as much of every held-back response as the flow-control windows allow."""
+        for stream_id, view in list(self.waiting.items()):
+            try:
+                rest = self._send_body(stream_id, view)
+            except (StreamClosedError, ProtocolError):  # reset by the client meanwhile
+                rest = None
+            if rest is None:
+                del self.waiting[stream_id]
+            else:
+                self.waiting[stream_id] = rest
+        self._flush()
+
+    def _send_body(self, stream_id: int, view: memoryview) -> memoryview | None:
+        """Frames of ``view`` while the window lasts: None when all is sent, else the rest."""
+        while True:
+            window = self.h2.local_flow_control_window(stream_id)
+            size = min(len(view), window, self.h2.max_outbound_frame_size)
+            if size <= 0 and len(view):
+                return view
+            last = size == len(view)
+            self.h2.send_data(stream_id, view[:size].tobytes(), end_stream=last)
+            if last:
+                return None
+            view = view[size:]
+
+    def _flush(self) -> None:
+        data = self.h2.data_to_send()
+        if data:
+            self.conn.sendall(data)
