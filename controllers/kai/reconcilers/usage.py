@@ -365,7 +365,10 @@ class AccountingUsage(UsageSource):
         self._last_save = 0.0
         self._lock = threading.Lock()
         if store is not None:
-            self._load(store.load())
+            try:
+                self._load(store.load())
+            except Exception as exc:  # no history is better than no scheduler
+                log.warning("cannot read the usage history: %s; starting afresh", exc)
 
     @property
     def bucket_seconds(self) -> float:
