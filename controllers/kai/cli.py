@@ -50,6 +50,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "kai.commands.generate",
         "regenerate schemas/ and manifests/crds/ from the models",
     ),
+    "fairshare": ("kai.commands.fairshare", "time-based fairshare: simulate queues over cycles"),
     "simulate": ("kai.commands.simulate", "run a scheduling scenario file through the core"),
     "up": ("kai.commands.up", "run the whole system on an embedded API server, simulated GPUs"),
     "apiserver": ("kai.commands.apiserver", "run only the embedded Kubernetes API server"),

@@ -1,132 +1,106 @@
-"""Prometheus metrics with KAI's names, in the text exposition format (version 0.0.4).
+"""Prometheus metrics with KAI's names (prefix ``kai_``), exposed by ``prometheus_client``.
 
-A small registry (gauges, counters, histograms with labels) and an HTTP server for ``/metrics``;
-no third-party dependency. Names and labels are KAI's (prefix ``kai_``).
+Each component keeps its metrics in a :class:`Registry` (a ``prometheus_client``
+``CollectorRegistry`` with small typed helpers that take labels as a dict and can replace a
+gauge's whole series at once, e.g. when a queue is deleted). :class:`MetricsServer` serves one or
+more registries on ``/metrics`` together with the process and Python GC metrics, in the
+Prometheus text format or in OpenMetrics when the scraper asks for it (``Accept:
+application/openmetrics-text``), plus the ``/healthz``, ``/livez`` and ``/readyz`` probes.
+
+Counters are exposed with the ``_total`` suffix (``prometheus_client`` adds it to a counter
+registered without it), so KAI's ``kai_podgroups_scheduled_by_action`` is scraped as
+``kai_podgroups_scheduled_by_action_total``.
 """
 
 from __future__ import annotations
 
-import abc
-import bisect
-import math
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+import prometheus_client
+from prometheus_client import (
+    GC_COLLECTOR,
+    PLATFORM_COLLECTOR,
+    PROCESS_COLLECTOR,
+    CollectorRegistry,
+)
+from prometheus_client import Counter as _PCounter
+from prometheus_client import Gauge as _PGauge
+from prometheus_client import Histogram as _PHistogram
+from prometheus_client.exposition import choose_encoder
+from prometheus_client.metrics_core import Metric
+from prometheus_client.registry import Collector
+
+# ``*_created`` series double every counter and histogram for nothing a dashboard uses.
+prometheus_client.disable_created_metrics()  # type: ignore[no-untyped-call]
+
 LabelValues = tuple[str, ...]
 
+__all__ = [
+    "LATENCY_BUCKETS",
+    "Counter",
+    "Gauge",
+    "Histogram",
+    "MetricsServer",
+    "Registry",
+    "SchedulerMetrics",
+    "exponential_buckets",
+]
 
-def _escape(value: str) -> str:
-    return value.replace("\\", "\\\\").replace("\n", "\\n").replace('"', '\\"')
 
-
-def _fmt(value: float) -> str:
-    if math.isinf(value):
-        return "+Inf" if value > 0 else "-Inf"
-    if value == int(value) and abs(value) < 1e15:
-        return str(int(value))
-    return repr(float(value))
-
-
-class _Metric(abc.ABC):
-    kind = "untyped"
-
-    def __init__(self, name: str, help_text: str, labels: Sequence[str] = ()) -> None:
-        self.name = name
-        self.help = help_text
+class _Metric:
+    def __init__(self, metric: Any, labels: Sequence[str]) -> None:
+        self._metric = metric
+        self.name: str = metric._name
         self.labels = tuple(labels)
-        self._lock = threading.Lock()
 
-    def _label_text(self, values: LabelValues, extra: str = "") -> str:
-        parts = [f'{k}="{_escape(v)}"' for k, v in zip(self.labels, values, strict=True)]
-        if extra:
-            parts.append(extra)
-        return "{" + ",".join(parts) + "}" if parts else ""
-
-    def _key(self, labels: dict[str, str] | None) -> LabelValues:
+    def _child(self, labels: dict[str, str] | None) -> Any:
+        if not self.labels:
+            if labels:
+                raise ValueError(f"{self.name}: takes no labels, got {sorted(labels)}")
+            return self._metric
         labels = labels or {}
         if set(labels) != set(self.labels):
             raise ValueError(f"{self.name}: labels {sorted(labels)} != {sorted(self.labels)}")
-        return tuple(str(labels[k]) for k in self.labels)
+        return self._metric.labels(**{k: str(v) for k, v in labels.items()})
 
-    @abc.abstractmethod
-    def expose(self) -> list[str]:
-        """The metric's sample lines in the Prometheus text format."""
+    def value(self, labels: dict[str, str] | None = None) -> float:
+        """The current value of one series (the sum, for a histogram); 0 when absent."""
+        wanted = {k: str(v) for k, v in (labels or {}).items()}
+        for family in self._metric.collect():
+            for sample in family.samples:
+                if sample.name in (self.name, self.name + "_total", self.name + "_sum") and (
+                    sample.labels == wanted
+                ):
+                    return float(sample.value)
+        return 0.0
 
 
 class Gauge(_Metric):
-    kind = "gauge"
-
-    def __init__(self, name: str, help_text: str, labels: Sequence[str] = ()) -> None:
-        super().__init__(name, help_text, labels)
-        self.values: dict[LabelValues, float] = {}
-
     def set(self, value: float, labels: dict[str, str] | None = None) -> None:
-        with self._lock:
-            self.values[self._key(labels)] = float(value)
+        self._child(labels).set(float(value))
 
     def replace(self, series: dict[LabelValues, float]) -> None:
         """Set the whole series at once (series not given disappear, e.g. deleted queues)."""
-        with self._lock:
-            self.values = dict(series)
+        with self._metric._lock:
+            metrics = dict(self._metric._metrics)
+        for key in metrics:
+            if key not in series:
+                self._metric.remove(*key)
+        for key, value in series.items():
+            self._metric.labels(*key).set(float(value))
 
-    def expose(self) -> list[str]:
-        with self._lock:
-            items = sorted(self.values.items())
-        return [f"{self.name}{self._label_text(k)} {_fmt(v)}" for k, v in items]
 
-
-class Counter(Gauge):
-    kind = "counter"
-
+class Counter(_Metric):
     def inc(self, amount: float = 1.0, labels: dict[str, str] | None = None) -> None:
-        key = self._key(labels)
-        with self._lock:
-            self.values[key] = self.values.get(key, 0.0) + amount
+        self._child(labels).inc(amount)
 
 
 class Histogram(_Metric):
-    kind = "histogram"
-
-    def __init__(
-        self,
-        name: str,
-        help_text: str,
-        buckets: Sequence[float],
-        labels: Sequence[str] = (),
-    ) -> None:
-        super().__init__(name, help_text, labels)
-        self.buckets = tuple(sorted(buckets))
-        self.series: dict[LabelValues, list[float]] = {}  # bucket counts..., sum, count
-
     def observe(self, value: float, labels: dict[str, str] | None = None) -> None:
-        key = self._key(labels)
-        with self._lock:
-            data = self.series.get(key)
-            if data is None:
-                data = self.series[key] = [0.0] * (len(self.buckets) + 2)
-            index = bisect.bisect_left(self.buckets, value)
-            if index < len(self.buckets):
-                data[index] += 1
-            data[-2] += value
-            data[-1] += 1
-
-    def expose(self) -> list[str]:
-        lines: list[str] = []
-        with self._lock:
-            items = sorted((k, list(v)) for k, v in self.series.items())
-        for key, data in items:
-            running = 0.0
-            for bound, count in zip(self.buckets, data, strict=False):
-                running += count
-                le = f'le="{_fmt(bound)}"'
-                lines.append(f"{self.name}_bucket{self._label_text(key, le)} {_fmt(running)}")
-            inf = 'le="+Inf"'
-            lines.append(f"{self.name}_bucket{self._label_text(key, inf)} {_fmt(data[-1])}")
-            lines.append(f"{self.name}_sum{self._label_text(key)} {_fmt(data[-2])}")
-            lines.append(f"{self.name}_count{self._label_text(key)} {_fmt(data[-1])}")
-        return lines
+        self._child(labels).observe(value)
 
 
 def exponential_buckets(start: float, factor: float, count: int) -> list[float]:
@@ -134,39 +108,63 @@ def exponential_buckets(start: float, factor: float, count: int) -> list[float]:
 
 
 class Registry:
+    """The metrics of one component."""
+
     def __init__(self) -> None:
+        self.collector_registry = CollectorRegistry(auto_describe=True)
         self.metrics: dict[str, _Metric] = {}
 
-    def _add(self, metric: Any) -> Any:
-        if metric.name in self.metrics:
-            raise ValueError(f"metric {metric.name} registered twice")
+    def _add(self, metric: _Metric) -> Any:
         self.metrics[metric.name] = metric
         return metric
 
     def gauge(self, name: str, help_text: str, labels: Sequence[str] = ()) -> Gauge:
-        return self._add(Gauge(name, help_text, labels))  # type: ignore[no-any-return]
+        metric = _PGauge(name, help_text, labels, registry=self.collector_registry)
+        return self._add(Gauge(metric, labels))  # type: ignore[no-any-return]
 
     def counter(self, name: str, help_text: str, labels: Sequence[str] = ()) -> Counter:
-        return self._add(Counter(name, help_text, labels))  # type: ignore[no-any-return]
+        metric = _PCounter(name, help_text, labels, registry=self.collector_registry)
+        return self._add(Counter(metric, labels))  # type: ignore[no-any-return]
 
     def histogram(
         self, name: str, help_text: str, buckets: Sequence[float], labels: Sequence[str] = ()
     ) -> Histogram:
-        return self._add(Histogram(name, help_text, buckets, labels))  # type: ignore[no-any-return]
+        metric = _PHistogram(
+            name, help_text, labels, registry=self.collector_registry, buckets=list(buckets)
+        )
+        return self._add(Histogram(metric, labels))  # type: ignore[no-any-return]
+
+    def collect(self) -> Iterable[Metric]:
+        return self.collector_registry.collect()
 
     def exposition(self) -> str:
-        lines: list[str] = []
-        for metric in self.metrics.values():
-            lines.append(f"# HELP {metric.name} {metric.help}")
-            lines.append(f"# TYPE {metric.name} {metric.kind}")
-            lines.extend(metric.expose())
-        return "\n".join(lines) + "\n"
+        """The registry in the Prometheus text format."""
+        return prometheus_client.generate_latest(self.collector_registry).decode()
+
+
+class _Union(Collector):
+    def __init__(self, registries: Sequence[Registry]) -> None:
+        self.registries = list(registries)
+
+    def collect(self) -> Iterable[Metric]:
+        for registry in self.registries:
+            yield from registry.collect()
+
+
+def serving_registry(registries: Sequence[Registry]) -> CollectorRegistry:
+    """What ``/metrics`` serves: the registries plus process, platform and GC metrics."""
+    combined = CollectorRegistry(auto_describe=False)
+    combined.register(_Union(registries))
+    for collector in (PROCESS_COLLECTOR, PLATFORM_COLLECTOR, GC_COLLECTOR):
+        combined.register(collector)
+    return combined
 
 
 class MetricsServer:
-    """Serves ``/metrics`` of one or more registries on ``port``, with the probes: ``/healthz``
-    and ``/livez`` answer ``ok`` while the process serves; ``/readyz`` answers ``ok`` once
-    ``ready()`` is true (e.g. every informer has listed), else 503 ``not ready``."""
+    """Serves ``/metrics`` of one or more registries on ``port`` (0 = a free port, then in
+    ``.port``), with the probes: ``/healthz`` and ``/livez`` answer ``ok`` while the process
+    serves; ``/readyz`` answers ``ok`` once ``ready()`` is true (e.g. every informer has
+    listed), else 503 ``not ready``."""
 
     def __init__(
         self,
@@ -175,7 +173,7 @@ class MetricsServer:
         host: str = "0.0.0.0",
         ready: Callable[[], bool] | None = None,
     ) -> None:
-        registries = list(registries)
+        combined = self.registry = serving_registry(registries)
 
         class Handler(BaseHTTPRequestHandler):
             def log_message(self, format: str, *args: Any) -> None:
@@ -183,8 +181,8 @@ class MetricsServer:
 
             def do_GET(self) -> None:
                 if self.path.split("?")[0] == "/metrics":
-                    body = "".join(r.exposition() for r in registries).encode()
-                    ctype = "text/plain; version=0.0.4; charset=utf-8"
+                    encoder, ctype = choose_encoder(self.headers.get("Accept", ""))
+                    body = encoder(combined)
                     code = 200
                 elif self.path in ("/healthz", "/livez"):
                     body, ctype, code = b"ok", "text/plain", 200
@@ -213,6 +211,9 @@ class MetricsServer:
             target=self.httpd.serve_forever, kwargs={"poll_interval": 0.2}, daemon=True
         )
 
+    def url(self, host: str = "127.0.0.1") -> str:
+        return f"http://{host}:{self.port}/metrics"
+
     def start(self) -> MetricsServer:
         self._thread.start()
         return self
@@ -224,10 +225,13 @@ class MetricsServer:
 
 
 LATENCY_BUCKETS = exponential_buckets(5, 2, 10)  # KAI: 5 ms x 2^k, 10 buckets
+QUEUE_LABELS = ("queue_name", "queue_metadata_name", "queue_display_name")
 
 
 class SchedulerMetrics:
-    """The scheduler's metrics (KAI names, ``kai_`` prefix)."""
+    """The scheduler's metrics (KAI names, ``kai_`` prefix), and the queue metrics KAI's
+    queue-controller exports (``kai_queue_info``, quotas, limits, allocation), which this
+    scheduler writes from the same cycle's view."""
 
     def __init__(self, registry: Registry | None = None) -> None:
         r = self.registry = registry or Registry()
@@ -246,6 +250,23 @@ class SchedulerMetrics:
             "Duration of each action in the last cycle",
             ("action",),
         )
+        self.action_histogram = r.histogram(
+            "kai_action_latency_milliseconds",
+            "Duration of each action, every cycle",
+            exponential_buckets(0.5, 2, 16),
+            ("action",),
+        )
+        self.cycle_phase = r.histogram(
+            "kai_cycle_phase_latency_milliseconds",
+            "Duration of the phases of a cycle: snapshot, session, write",
+            exponential_buckets(0.5, 2, 16),
+            ("phase",),
+        )
+        self.cycle_duration = r.histogram(
+            "kai_e2e_scheduling_duration_milliseconds",
+            "Duration of whole scheduling cycles",
+            exponential_buckets(0.5, 2, 18),
+        )
         self.task_scheduling = r.histogram(
             "kai_task_scheduling_latency_milliseconds",
             "Pod creation to bind attempt",
@@ -258,7 +279,12 @@ class SchedulerMetrics:
         )
         self.scheduled = r.counter(
             "kai_podgroups_scheduled_by_action",
-            "PodGroups that got pods allocated, by action",
+            "PodGroups that got pods placed, by the action that placed them first in a cycle",
+            ("action",),
+        )
+        self.acted_on = r.counter(
+            "kai_podgroups_acted_on_by_action",
+            "PodGroups whose placement an action changed (placed, pipelined or evicted)",
             ("action",),
         )
         self.evicted = r.counter(
@@ -269,22 +295,98 @@ class SchedulerMetrics:
         self.preemption_attempts = r.counter(
             "kai_total_preemption_attempts", "Victim evictions attempted"
         )
-        queue_labels = ("queue_name", "queue_metadata_name", "queue_display_name")
         self.fair_share = {
-            "gpu": r.gauge("kai_queue_fair_share_gpu", "Fair share of GPUs", queue_labels),
+            "gpu": r.gauge("kai_queue_fair_share_gpu", "Fair share of GPUs", QUEUE_LABELS),
             "cpu": r.gauge(
-                "kai_queue_fair_share_cpu_cores", "Fair share of CPU cores", queue_labels
+                "kai_queue_fair_share_cpu_cores", "Fair share of CPU cores", QUEUE_LABELS
             ),
             "memory": r.gauge(
-                "kai_queue_fair_share_memory_gb", "Fair share of memory (GB)", queue_labels
+                "kai_queue_fair_share_memory_gb", "Fair share of memory (GB)", QUEUE_LABELS
             ),
         }
         self.usage = {
-            "gpu": r.gauge("kai_queue_gpu_usage", "GPUs allocated to the queue", queue_labels),
-            "cpu": r.gauge("kai_queue_cpu_usage", "CPU cores allocated to the queue", queue_labels),
+            "gpu": r.gauge(
+                "kai_queue_gpu_usage",
+                "Normalised historical GPU usage of the queue (time-based fairshare)",
+                QUEUE_LABELS,
+            ),
+            "cpu": r.gauge(
+                "kai_queue_cpu_usage", "Normalised historical CPU usage of the queue", QUEUE_LABELS
+            ),
             "memory": r.gauge(
-                "kai_queue_memory_usage", "Memory (GB) allocated to the queue", queue_labels
+                "kai_queue_memory_usage",
+                "Normalised historical memory usage of the queue",
+                QUEUE_LABELS,
             ),
         }
+        self.allocated = {
+            "gpu": r.gauge("kai_queue_allocated_gpus", "GPUs allocated to the queue", QUEUE_LABELS),
+            "cpu": r.gauge(
+                "kai_queue_allocated_cpu_cores", "CPU cores allocated to the queue", QUEUE_LABELS
+            ),
+            "memory": r.gauge(
+                "kai_queue_allocated_memory_bytes",
+                "Memory (bytes) allocated to the queue",
+                QUEUE_LABELS,
+            ),
+        }
+        self.quota = {
+            "gpu": r.gauge("kai_queue_deserved_gpus", "Deserved (quota) GPUs", QUEUE_LABELS),
+            "cpu": r.gauge("kai_queue_quota_cpu_cores", "Quota of CPU cores", QUEUE_LABELS),
+            "memory": r.gauge(
+                "kai_queue_quota_memory_bytes", "Quota of memory (bytes)", QUEUE_LABELS
+            ),
+        }
+        self.limit = {
+            "gpu": r.gauge(
+                "kai_queue_limit_gpus", "GPU limit of the queue (-1: unlimited)", QUEUE_LABELS
+            ),
+            "cpu": r.gauge(
+                "kai_queue_limit_cpu_cores", "CPU limit of the queue (-1: unlimited)", QUEUE_LABELS
+            ),
+            "memory": r.gauge(
+                "kai_queue_limit_memory_bytes",
+                "Memory limit of the queue in bytes (-1: unlimited)",
+                QUEUE_LABELS,
+            ),
+        }
+        self.capacity = {
+            "gpu": r.gauge("kai_cluster_capacity_gpus", "GPUs of the scheduler's nodes"),
+            "cpu": r.gauge("kai_cluster_capacity_cpu_cores", "CPU cores of the scheduler's nodes"),
+            "memory": r.gauge(
+                "kai_cluster_capacity_memory_bytes", "Memory (bytes) of the scheduler's nodes"
+            ),
+        }
+        self.queue_info = r.gauge(
+            "kai_queue_info",
+            "One series per queue (value 1) carrying its parent and priority",
+            (*QUEUE_LABELS, "parent_queue", "priority"),
+        )
         self.pending_pods = r.gauge("kai_pending_pods", "Pods waiting to be scheduled")
+        self.pending_reasons = r.gauge(
+            "kai_pending_podgroups_by_reason",
+            "Pending PodGroups in the last cycle, by the reason the scheduler gave first",
+            ("reason",),
+        )
+        self.pending_reasons_total = r.counter(
+            "kai_unschedulable_reasons",
+            "Unschedulable verdicts written to PodGroups, by reason",
+            ("reason",),
+        )
         self.cycles = r.counter("kai_scheduling_cycles_total", "Scheduling cycles run")
+        self.usage_fetch = r.histogram(
+            "kai_usage_query_latency_milliseconds",
+            "Time to fetch queue usage for time-based fairshare",
+            LATENCY_BUCKETS,
+        )
+        self.usage_fetch_errors = r.counter(
+            "kai_usage_fetch_errors", "Failed usage fetches, by source", ("source",)
+        )
+        self.usage_age = r.gauge(
+            "kai_usage_age_seconds",
+            "Age of the queue usage the last cycle used (-1: none yet)",
+        )
+        self.usage_stale = r.gauge(
+            "kai_usage_stale",
+            "1 while the last cycle fell back to plain fair share (usage stale or unreachable)",
+        )

@@ -36,6 +36,55 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
+DASHBOARD = (
+    Path(__file__).resolve().parents[2] / "charts/kai-scheduler/dashboards/kai-scheduler.json"
+)
+#: dashboard metrics that must have samples (not just a declared family) in a running kai up
+MUST_MOVE = {
+    "kai_queue_allocated_gpus",
+    "kai_queue_fair_share_gpu",
+    "kai_queue_deserved_gpus",
+    "kai_queue_gpu_usage",
+    "kai_cluster_capacity_gpus",
+    "kai_podgroups_scheduled_by_action_total",
+    "kai_podgroups_acted_on_by_action_total",
+    "kai_action_latency_milliseconds_bucket",
+    "kai_cycle_phase_latency_milliseconds_bucket",
+    "kai_e2e_scheduling_duration_milliseconds_bucket",
+    "kai_scheduling_cycles_total",
+    "process_resident_memory_bytes",
+}
+
+
+def _dashboard_metrics_missing(url: str) -> list[str]:
+    """Metrics a dashboard panel queries that the scrape of ``url`` lacks."""
+    import json
+    import re
+    import urllib.request
+
+    with urllib.request.urlopen(url, timeout=10) as answer:
+        text = answer.read().decode()
+    samples = {
+        re.split(r"[{ ]", line, maxsplit=1)[0]
+        for line in text.splitlines()
+        if line and not line.startswith("#")
+    }
+    families = {line.split()[2] for line in text.splitlines() if line.startswith("# TYPE ")}
+    dashboard = json.loads(DASHBOARD.read_text())
+    wanted: set[str] = set()
+    for panel in dashboard["panels"]:
+        for target in panel["targets"]:
+            wanted |= set(re.findall(r"\b((?:kai|process)_[a-z0-9_]+)\b", target["expr"]))
+    assert wanted >= MUST_MOVE
+    missing = []
+    for name in sorted(wanted):
+        base = re.sub(r"_(bucket|sum|count)$", "", name)
+        declared = name in families or base in families
+        if name not in samples and (name in MUST_MOVE or not declared):
+            missing.append(name)
+    return missing
+
+
 def test_kai_up_headless_then_kubectl(tmp_path: Path) -> None:
     kubeconfig = tmp_path / "up.kubeconfig"
     proc = subprocess.Popen(
@@ -65,6 +114,11 @@ def test_kai_up_headless_then_kubectl(tmp_path: Path) -> None:
                 break
             assert time.monotonic() < deadline, "".join(lines)
         assert lines and lines[-1].strip() == f"kubeconfig: {kubeconfig}", "".join(lines)
+        # the metrics URL is printed next to the kubeconfig (--metrics-port 0: a free port)
+        metrics_url = next(
+            line.split(" ", 1)[1].strip() for line in lines if line.startswith("metrics: ")
+        )
+        assert metrics_url.startswith("http://127.0.0.1:") and metrics_url.endswith("/metrics")
         from kai.kube.client import Kube
 
         kube = Kube.from_kubeconfig(str(kubeconfig))
@@ -83,6 +137,7 @@ def test_kai_up_headless_then_kubectl(tmp_path: Path) -> None:
         )
         queues = {q["metadata"]["name"] for q in kube.list(QUEUES)["items"]}
         assert {"research", "nlp", "pretraining", "notebooks"} <= queues
+        eventually(lambda: _dashboard_metrics_missing(metrics_url) == [], timeout=30)
         kubectl = _find_kubectl()
         if kubectl is not None:
             out = subprocess.run(

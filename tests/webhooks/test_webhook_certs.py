@@ -189,7 +189,7 @@ def test_server_swaps_its_certificate_under_load_without_a_failed_request() -> N
     assert answered[0] > 20
     assert x509.load_pem_x509_certificate(seen.encode()).serial_number in serials
     text = server.metrics.registry.exposition()
-    assert 'kai_webhook_requests_total{webhook="test",verdict="warned"}' in text
+    assert 'kai_webhook_requests_total{verdict="warned",webhook="test"}' in text
 
 
 def test_server_answers_bad_requests_with_400() -> None:

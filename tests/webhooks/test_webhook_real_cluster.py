@@ -337,7 +337,7 @@ def test_certificates_rotate_under_admissions_without_a_failure(examples: Env) -
     assert app.certs.trusted != start_ca, "the CA did not rotate"
     assert answered[0] > 100
     text = app.metrics.registry.exposition()
-    assert 'kai_webhook_requests_total{webhook="pods.mutate",verdict="mutated"}' in text
+    assert 'kai_webhook_requests_total{verdict="mutated",webhook="pods.mutate"}' in text
     # the API server speaks HTTP/2 to the webhook (every call a stream of one connection), and
     # after each rotation's GOAWAY it opens a new connection, with the new certificate
     h2 = re.search(r'^kai_webhook_connections_total\{protocol="h2"\} (\S+)$', text, re.M)

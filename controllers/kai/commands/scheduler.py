@@ -74,6 +74,27 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="SECONDS",
         help="time between Queue/PodGroup status writes (default: 2)",
     )
+    parser.add_argument(
+        "--usage-source",
+        choices=("none", "accounting", "prometheus"),
+        default="none",
+        help="historical queue usage for time-based fairshare: none (plain fair share), "
+        "accounting (the scheduler's own, kept in --usage-history) or prometheus "
+        "(--prometheus-url) (default: none)",
+    )
+    parser.add_argument(
+        "--prometheus-url",
+        default="",
+        metavar="URL",
+        help="Prometheus server that scrapes the scheduler's metrics, for --usage-source "
+        "prometheus (e.g. http://prometheus.monitoring:9090)",
+    )
+    parser.add_argument(
+        "--usage-history",
+        metavar="NAMESPACE/NAME",
+        help="ConfigMap keeping the accounting usage history across restarts "
+        "(default: NAMESPACE/kai-queue-usage, NAMESPACE from --namespace)",
+    )
 
 
 def run_live(args: argparse.Namespace, component: str, **options: Any) -> int:
@@ -140,10 +161,20 @@ def run(args: argparse.Namespace) -> int:
     if "/" not in args.config_map:
         print("kai scheduler: --config-map must be NAMESPACE/NAME", file=sys.stderr)
         return 2
+    if args.usage_source == "prometheus" and not args.prometheus_url:
+        print("kai scheduler: --usage-source prometheus needs --prometheus-url", file=sys.stderr)
+        return 2
+    usage_history = args.usage_history or f"{args.namespace}/kai-queue-usage"
+    if args.usage_source == "accounting" and "/" not in usage_history:
+        print("kai scheduler: --usage-history must be NAMESPACE/NAME", file=sys.stderr)
+        return 2
     return run_live(
         args,
         "scheduler",
         period=args.period,
         status_period=args.status_period,
         config_map=args.config_map,
+        usage_source=args.usage_source,
+        prometheus_url=args.prometheus_url,
+        usage_history=usage_history,
     )

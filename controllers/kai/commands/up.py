@@ -64,7 +64,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--period", type=float, default=1.0, metavar="SECONDS", help="scheduling period"
     )
     parser.add_argument(
-        "--metrics-port", type=int, default=0, help="scheduler metrics port (default: off)"
+        "--metrics-port",
+        type=int,
+        default=0,
+        metavar="PORT",
+        help="serve the scheduler's Prometheus metrics on this port (default 0: a free port; "
+        "-1: off); the URL is printed next to the kubeconfig",
     )
     add_logging_options(parser, level="WARNING")
     parser.add_argument(
@@ -188,9 +193,16 @@ class Up:
             f"applied {queues} queues from {gitops}" if gitops else "no GitOps repository"
         )
         self._create_nodes(kube)
-        self.system = System(str(kubeconfig), SystemOptions(period=args.period)).start()
-        if args.metrics_port:
-            self.metrics = MetricsServer([self.system.metrics.registry], args.metrics_port).start()
+        options = SystemOptions(
+            period=args.period,
+            usage_source="accounting",  # time-based fairshare from kai's own accounting
+            usage_history="kai-scheduler/kai-queue-usage",
+        )
+        self.system = System(str(kubeconfig), options).start()
+        if args.metrics_port >= 0:
+            self.metrics = MetricsServer(
+                [self.system.metrics.registry], args.metrics_port, host="127.0.0.1"
+            ).start()
         if not args.no_workloads:
             scale = args.workload_scale or max(1, args.nodes // 16)
             mix = submit_sample_mix(kube, scale=scale, mig=args.mig_nodes > 0)
@@ -213,6 +225,12 @@ class Up:
     def _announce_kubeconfig(self, kubeconfig: Path) -> None:
         from kai.commands._logs import announce
 
+        extra: dict[str, str] = {}
+        if self.metrics is not None:
+            extra["metrics"] = self.metrics.url()
+            announce(
+                f"metrics: {self.metrics.url()}", self.args.log_format, logger="kai.up", **extra
+            )
         announce(
             f"kubeconfig: {kubeconfig}",
             self.args.log_format,

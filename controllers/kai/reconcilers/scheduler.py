@@ -92,6 +92,7 @@ class SchedulerOptions:
     config: SchedulerConfig | None = None  # fixed config; None = read the ConfigMap
     workers: int = 16  # concurrent API writes per cycle
     config_map: str = CONFIG_MAP  # namespace/name of the rendered scheduler ConfigMap
+    usage: Any = None  # kai.reconcilers.usage.UsageSource: time-based fairshare (None = off)
 
 
 def make_informers(kube: Kube, scheduler_name: str, config_map: str = CONFIG_MAP) -> InformerSet:
@@ -182,6 +183,8 @@ class Scheduler:
         self._thread: threading.Thread | None = None
         self._wake = threading.Event()
         self.result_listeners: list[Any] = []
+        self.usage_reading: Any = None  # the last cycle's kai.reconcilers.usage.UsageReading
+        self._usage_version: str | None = None
 
     # -- life cycle ----------------------------------------------------------------------
     def start(self) -> Scheduler:
@@ -257,13 +260,16 @@ class Scheduler:
             topologies=inf["topologies"].items(),
             priority_classes=inf["priorityclasses"].items(),
         )
+        self._apply_usage(built)
         t_open = time.monotonic()
         self._report_problems(built)
         self._clean_bind_requests(built)
-        result = self._run_session(built)
+        acted: dict[str, frozenset[str]] = {}
+        result = self._run_session(built, acted)
         t_session = time.monotonic()
         if result is None:
             return None
+        self._record_usage(built, result)
         # BindRequests are created in the background: the next cycle sees them (as Binding)
         # through the in-flight overlay, so a big batch of binds never stalls scheduling.
         for decision, groups in self._bind_plan(result, built):
@@ -291,8 +297,16 @@ class Scheduler:
         m.open_session.set((t_open - t0) * 1000)
         m.close_session.set((t_close - t_session) * 1000)
         m.e2e.set((t_close - t0) * 1000)
+        m.cycle_duration.observe((t_close - t0) * 1000)
+        for phase, millis in (
+            ("snapshot", t_open - t0),
+            ("session", t_session - t_open),
+            ("write", t_close - t_session),
+        ):
+            m.cycle_phase.observe(millis * 1000, {"phase": phase})
         m.cycles.inc()
         m.pending_pods.set(sum(1 for o in result.tasks.values() if o.status is TaskStatus.PENDING))
+        self._action_metrics(result, acted)
         self._queue_metrics(built, result)
         for listener in self.result_listeners:
             listener(built, result)
@@ -307,12 +321,20 @@ class Scheduler:
             )
         return result
 
-    def _run_session(self, built: BuiltSnapshot) -> SessionResult | None:
+    def _run_session(
+        self, built: BuiltSnapshot, acted: dict[str, frozenset[str]]
+    ) -> SessionResult | None:
         from kai.scheduler.session import run_session
 
+        def on_action(name: str, seconds: float, jobs: frozenset[str]) -> None:
+            self.metrics.action.set(seconds * 1000, {"action": name})
+            self.metrics.action_histogram.observe(seconds * 1000, {"action": name})
+            acted[name] = jobs
+
         while True:
+            acted.clear()
             try:
-                return run_session(built.snapshot, self.actions)
+                return run_session(built.snapshot, self.actions, on_action=on_action)
             except UnsupportedActionError as exc:
                 log.warning("action %r is not implemented by the core; skipping it", exc.action)
                 self._unsupported.add(exc.action)
@@ -557,6 +579,7 @@ class Scheduler:
             self._patch, PODGROUPS, pg, {"status": {"schedulingConditions": [condition]}}, "status"
         )
         self.recorder.event(pg, "Warning", "Unschedulable", text)
+        self.metrics.pending_reasons_total.inc(labels={"reason": reasons[0].code})
         mark = (pg.get("spec") or {}).get("markUnschedulable", True) is not False
         for task in job.tasks:
             pod = built.pods.get(task.uid)
@@ -597,19 +620,150 @@ class Scheduler:
         except KubeError as exc:
             log.info("cannot patch %s %s: %s", res.kind, obj["metadata"].get("name"), exc)
 
-    # -- metrics -------------------------------------------------------------------------
-    def _queue_metrics(self, built: BuiltSnapshot, result: SessionResult) -> None:
-        display = {
-            (q.get("metadata") or {}).get("name"): (q.get("spec") or {}).get("displayName") or ""
-            for q in self.informers["queues"].items()
+    # -- time-based fairshare ------------------------------------------------------------
+    def _apply_usage(self, built: BuiltSnapshot) -> None:
+        """Fill each queue's historical usage from the usage source's cache (never waits);
+        stale or missing usage leaves it 0: plain fair share, said in the metrics and in the
+        ``TimeBasedFairshare`` Queue condition."""
+        from kai.reconcilers.usage import UsageConfigError, usage_params_from_configmap
+
+        source = self.options.usage
+        if source is None:
+            return
+        if self.options.config is None and "config" in self.informers.informers:
+            items = self.informers["config"].items()
+            cm = items[0] if items else None
+            version = str(cm["metadata"].get("resourceVersion")) if cm else ""
+            if version != self._usage_version:
+                self._usage_version = version
+                try:
+                    source.configure(usage_params_from_configmap(cm))
+                except UsageConfigError as exc:
+                    log.warning("scheduler ConfigMap: %s; keeping the previous usage settings", exc)
+        reading = source.reading(built.snapshot.now)
+        self.usage_reading = reading
+        self.metrics.usage_age.set(-1 if reading.age is None else reading.age)
+        self.metrics.usage_stale.set(0 if reading.usage is not None else 1)
+        if reading.usage is None:
+            return
+        for queue in built.snapshot.queues:
+            queue.usage = dict(reading.usage.get(queue.name, {}))
+
+    def _record_usage(self, built: BuiltSnapshot, result: SessionResult) -> None:
+        source = self.options.usage
+        if source is None:
+            return
+        nodes = built.snapshot.nodes
+        capacity = {
+            "gpu": float(sum(n.gpus for n in nodes)),
+            "cpu": float(sum(n.cpu_millis for n in nodes)),
+            "memory": float(sum(n.memory_bytes for n in nodes)),
         }
-        scale = {"gpu": 1.0, "cpu": 1 / 1000.0, "memory": 1 / 1e9}
+        allocated = {name: dict(share.allocated) for name, share in result.queues.items()}
+        source.record(built.snapshot.now, allocated, capacity)
+
+    def usage_condition(self) -> dict[str, Any] | None:
+        """The ``TimeBasedFairshare`` Queue condition of the last cycle (None: no source)."""
+        reading = self.usage_reading
+        if self.options.usage is None or reading is None:
+            return None
+        if reading.usage is not None:
+            return {
+                "type": "TimeBasedFairshare",
+                "status": "True",
+                "reason": "UsageAvailable",
+                "message": f"historical usage from {self.options.usage.name} divides the "
+                "over-quota share",
+            }
+        return {
+            "type": "TimeBasedFairshare",
+            "status": "False",
+            "reason": "UsageUnavailable",
+            "message": f"plain fair share: {reading.reason}",
+        }
+
+    # -- metrics -------------------------------------------------------------------------
+    def _action_metrics(self, result: SessionResult, acted: dict[str, frozenset[str]]) -> None:
+        placed_jobs = {
+            job
+            for job, tasks in self._jobs_of(result).items()
+            if any(result.tasks[t].status in ACTIVE_ALLOCATED_STATUSES for t in tasks)
+        }
+        credited: set[str] = set()
+        for action, jobs in acted.items():
+            if jobs:
+                self.metrics.acted_on.inc(len(jobs), {"action": action})
+            newly = (jobs & placed_jobs) - credited
+            if newly:
+                self.metrics.scheduled.inc(len(newly), {"action": action})
+                credited |= newly
+        reasons: dict[str, int] = {}
+        for job_reasons in result.job_reasons.values():
+            if job_reasons:
+                reasons[job_reasons[0].code] = reasons.get(job_reasons[0].code, 0) + 1
+        self.metrics.pending_reasons.replace({(code,): n for code, n in reasons.items()})
+
+    def _jobs_of(self, result: SessionResult) -> dict[str, list[str]]:
+        built = self.last_built
+        if built is None:
+            return {}
+        return {
+            job.uid: [t.uid for t in job.tasks if t.uid in result.tasks]
+            for job in built.snapshot.jobs
+        }
+
+    def _queue_metrics(self, built: BuiltSnapshot, result: SessionResult) -> None:
+        queues = {
+            (q.get("metadata") or {}).get("name"): q for q in self.informers["queues"].items()
+        }
+        display = {
+            name: (q.get("spec") or {}).get("displayName") or "" for name, q in queues.items()
+        }
+        per_core = {"gpu": 1.0, "cpu": 1 / 1000.0, "memory": 1.0}  # core units -> metric units
+        fair_scale = {"gpu": 1.0, "cpu": 1 / 1000.0, "memory": 1 / 1e9}  # KAI: fair share in GB
+        specs = {q.name: q for q in built.snapshot.queues}
+        m = self.metrics
         for resource in ("gpu", "cpu", "memory"):
             fair: dict[tuple[str, ...], float] = {}
             usage: dict[tuple[str, ...], float] = {}
+            allocated: dict[tuple[str, ...], float] = {}
+            quota: dict[tuple[str, ...], float] = {}
+            limit: dict[tuple[str, ...], float] = {}
             for name, share in result.queues.items():
                 labels = (name, name, str(display.get(name, "")))
-                fair[labels] = share.fair_share.get(resource, 0.0) * scale[resource]
-                usage[labels] = share.allocated.get(resource, 0.0) * scale[resource]
-            self.metrics.fair_share[resource].replace(fair)
-            self.metrics.usage[resource].replace(usage)
+                fair[labels] = share.fair_share.get(resource, 0.0) * fair_scale[resource]
+                allocated[labels] = share.allocated.get(resource, 0.0) * per_core[resource]
+                spec = specs.get(name)
+                usage[labels] = spec.usage.get(resource, 0.0) if spec else 0.0
+                res = spec.resources.get(resource) if spec else None
+                if res is not None:
+                    quota[labels] = _scaled(res.quota, per_core[resource])
+                    limit[labels] = _scaled(res.limit, per_core[resource])
+            m.fair_share[resource].replace(fair)
+            m.usage[resource].replace(usage)
+            m.allocated[resource].replace(allocated)
+            m.quota[resource].replace(quota)
+            m.limit[resource].replace(limit)
+        nodes = built.snapshot.nodes
+        m.capacity["gpu"].set(float(sum(n.gpus for n in nodes)))
+        m.capacity["cpu"].set(sum(n.cpu_millis for n in nodes) / 1000.0)
+        m.capacity["memory"].set(float(sum(n.memory_bytes for n in nodes)))
+        m.queue_info.replace(
+            {
+                (
+                    q.name,
+                    q.name,
+                    str(display.get(q.name, "")),
+                    q.parent or "",
+                    str(q.priority),
+                ): 1.0
+                for q in built.snapshot.queues
+            }
+        )
+
+
+def _scaled(value: float | None, factor: float) -> float:
+    """A quota or limit in metric units; unlimited (-1, None or infinite) stays -1."""
+    if value is None or value < 0 or math.isinf(value):
+        return -1.0
+    return value * factor

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import logging
 import threading
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -44,9 +45,17 @@ def resource_list(figures: dict[str, float]) -> dict[str, str]:
 
 class StatusWriter:
     def __init__(
-        self, kube: Kube, queues_informer: Any, *, period: float = 2.0, workers: int = 4
+        self,
+        kube: Kube,
+        queues_informer: Any,
+        *,
+        period: float = 2.0,
+        workers: int = 4,
+        queue_condition: Callable[[], dict[str, Any] | None] | None = None,
     ) -> None:
         self.kube = kube
+        # a condition every Queue carries (the time-based fairshare state), or None
+        self.queue_condition = queue_condition
         self.queues = queues_informer
         self.period = period
         self.pool = ThreadPoolExecutor(workers, thread_name_prefix="status")
@@ -86,6 +95,7 @@ class StatusWriter:
         for q in built.snapshot.queues:
             if q.parent:
                 children.setdefault(q.parent, []).append(q.name)
+        condition = self.queue_condition() if self.queue_condition is not None else None
         for queue in self.queues.items():
             name = queue["metadata"]["name"]
             share = result.queues.get(name)
@@ -99,6 +109,8 @@ class StatusWriter:
                         "fairShare": resource_list(share.fair_share),
                     }
                 )
+            if condition is not None:
+                status["conditions"] = _with_condition(queue, condition)
             futures.append(self.pool.submit(self._patch, QUEUES, queue, {"status": status}))
         min_memory = min(
             (n.gpu_memory_mib for n in built.snapshot.nodes if n.gpus > 0), default=None
@@ -141,3 +153,18 @@ class StatusWriter:
                 self.writes += 1
         except KubeError as exc:
             log.info("cannot write %s %s status: %s", res.kind, obj["metadata"]["name"], exc)
+
+
+def _with_condition(queue: dict[str, Any], condition: dict[str, Any]) -> list[dict[str, Any]]:
+    """The queue's conditions with ``condition`` set (its transition time kept while the
+    status stays the same)."""
+    from kai.reconcilers.scheduler import rfc3339
+
+    existing = list((queue.get("status") or {}).get("conditions") or [])
+    old = next((c for c in existing if c.get("type") == condition["type"]), None)
+    new = dict(condition)
+    if old is not None and old.get("status") == new["status"]:
+        new["lastTransitionTime"] = old.get("lastTransitionTime") or rfc3339()
+    else:
+        new["lastTransitionTime"] = rfc3339()
+    return [c for c in existing if c.get("type") != condition["type"]] + [new]

@@ -9,7 +9,8 @@ node accounting, shared devices, gang counters and queue accounting can never di
 from __future__ import annotations
 
 import gc
-from collections.abc import Sequence
+import time
+from collections.abc import Callable, Sequence
 
 from kai.api.gpu_request import mig_profile_gpus, queue_gpus
 from kai.scheduler.errors import IMPLEMENTED_ACTIONS, SnapshotError, UnsupportedActionError
@@ -37,11 +38,14 @@ def run_session(
     snapshot: Snapshot,
     actions: Sequence[str] | None = None,
     registry: Registry | None = None,
+    on_action: Callable[[str, float, frozenset[str]], None] | None = None,
 ) -> SessionResult:
     """Open one session on ``snapshot``, run ``actions`` (default ``snapshot.config.actions``) in
     order and return the raw outcome. ``registry``: the plugins (default
-    :data:`~kai.scheduler.plugins.registry.DEFAULT_REGISTRY`). Raises
-    :class:`UnsupportedActionError` before anything runs when an action is not implemented."""
+    :data:`~kai.scheduler.plugins.registry.DEFAULT_REGISTRY`). ``on_action(name, seconds,
+    job_uids)``, if given, is told after each action how long it took and which jobs' placement
+    it changed (for metrics; it changes nothing). Raises :class:`UnsupportedActionError` before
+    anything runs when an action is not implemented."""
     from kai.scheduler.actions import ACTIONS
     from kai.scheduler.outcome import build_result
 
@@ -57,7 +61,14 @@ def run_session(
     try:
         session = Session(snapshot, registry)
         for name in names:
+            if on_action is None:
+                ACTIONS[name](session)
+                continue
+            seen = len(session.job_changes)
+            started = time.perf_counter()
             ACTIONS[name](session)
+            elapsed = time.perf_counter() - started
+            on_action(name, elapsed, frozenset(j.uid for j in session.job_changes[seen:]))
         return build_result(session)
     finally:
         if collecting:

@@ -142,6 +142,10 @@ class SystemOptions:
     queue_label: str = "kai.scheduler/queue"  # the pod-grouper's queue label key
     components: tuple[str, ...] = ("scheduler", "binder", "podgrouper", "nodes")
     config_map: str = "kai-scheduler/kai-scheduler-config"  # rendered scheduler settings
+    # time-based fairshare: none | accounting | prometheus (kai.reconcilers.usage)
+    usage_source: str = "none"
+    prometheus_url: str = ""
+    usage_history: str = ""  # namespace/name of the accounting history ConfigMap ("" = memory)
     # appended to the Lease holder identities: two Systems of one process (a leader change
     # in a test) must not share an identity, or both would hold the Lease
     identity_suffix: str = ""
@@ -206,15 +210,24 @@ class System:
         informers = make_informers(kube, o.scheduler_name, o.config_map)
         # one Lease per scheduler name: schedulers of different names do not fight over one
         elector = self._elector(kube, o.scheduler_name, "kai-scheduler")
+        usage = self._usage_source(kube)
         scheduler = Scheduler(
             kube,
             informers,
             recorder,
-            SchedulerOptions(o.scheduler_name, o.period, o.config, config_map=o.config_map),
+            SchedulerOptions(
+                o.scheduler_name, o.period, o.config, config_map=o.config_map, usage=usage
+            ),
             self.metrics,
             is_leader=(lambda: elector.is_leader) if elector else None,
         )
-        status = StatusWriter(kube, informers["queues"], period=o.status_period, workers=2)
+        status = StatusWriter(
+            kube,
+            informers["queues"],
+            period=o.status_period,
+            workers=2,
+            queue_condition=scheduler.usage_condition,
+        )
         scheduler.result_listeners.append(status)
         informers.start()
         self.stoppers.append(informers.stop)
@@ -225,6 +238,28 @@ class System:
         self.stoppers.append(scheduler.stop)
         self.scheduler = scheduler
         self.informers["scheduler"] = informers
+        if usage is not None:
+            usage.start()
+            self.stoppers.append(usage.stop)
+
+    def _usage_source(self, kube: Kube) -> Any:
+        from kai.reconcilers.usage import make_usage_source
+
+        o = self.options
+        metrics = self.metrics
+
+        def on_fetch(seconds: float, error: str) -> None:
+            metrics.usage_fetch.observe(seconds * 1000)
+            if error:
+                metrics.usage_fetch_errors.inc(labels={"source": o.usage_source})
+
+        return make_usage_source(
+            o.usage_source,
+            prometheus_url=o.prometheus_url,
+            kube=kube,
+            history_config_map=o.usage_history,
+            on_fetch=on_fetch,
+        )
 
     def _start_binder(self, sync_timeout: float) -> None:
         from kai.kube.resources import BIND_REQUESTS
