@@ -56,18 +56,17 @@ def _parse_indexes(text: str | None) -> set[int]:
 
 
 def _format_indexes(indexes: set[int]) -> str:
-    """``0-2,5``: the compressed interval form of ``status.completedIndexes``."""
-    parts: list[str] = []
-    run: list[int] = []
+    """``status.completedIndexes`` as the real controller writes it: runs of three or more as
+    ``first-last``, shorter ones listed (``0,1,3-6``)."""
+    runs: list[list[int]] = []
     for i in sorted(indexes):
-        if run and i == run[-1] + 1:
-            run.append(i)
-            continue
-        if run:
-            parts.append(f"{run[0]}-{run[-1]}" if len(run) > 1 else str(run[0]))
-        run = [i]
-    if run:
-        parts.append(f"{run[0]}-{run[-1]}" if len(run) > 1 else str(run[0]))
+        if runs and i == runs[-1][-1] + 1:
+            runs[-1].append(i)
+        else:
+            runs.append([i])
+    parts = [
+        f"{run[0]}-{run[-1]}" if len(run) > 2 else ",".join(str(i) for i in run) for run in runs
+    ]
     return ",".join(parts)
 
 
