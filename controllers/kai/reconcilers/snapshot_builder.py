@@ -33,7 +33,9 @@ from typing import Any, TypeVar
 from kai.api.duration import DurationError
 from kai.api.duration import parse_duration as _parse_go_duration
 from kai.api.gpu_request import GPU_RESOURCE, GpuRequestError, gpu_request_from_pod
+from kai.api.pod_requests import effective_requests, is_sidecar
 from kai.api.quantity import QuantityError, parse_quantity
+from kai.scheduler.selectors import SELECTOR_OPERATORS
 from kai.scheduler.snapshot import (
     GpuRequest,
     JobSpec,
@@ -171,23 +173,29 @@ class PodInfo:
 
 
 def _pod_requests(spec: Mapping[str, Any], pod: str) -> dict[str, float]:
-    """Effective requests: sum over containers, max with each init container (KAI/k8s rule)."""
-    total: dict[str, float] = {}
-    for index, container in enumerate(spec.get("containers") or []):
+    """Effective requests by Kubernetes' rule (:mod:`kai.api.pod_requests`): main containers
+    and native sidecars summed, each other init container max'ed, plus ``spec.overhead``."""
+
+    def requests_of(container: Any, where: str) -> dict[str, float]:
         res = _mapping(_mapping(container).get("resources"))
         requests = dict(_mapping(res.get("limits")))
         requests.update(_mapping(res.get("requests")))
-        for key, value in requests.items():
-            total[key] = total.get(key, 0.0) + _quantity(
-                value, f"spec.containers[{index}].resources.requests.{key}"
-            )
-    for index, container in enumerate(spec.get("initContainers") or []):
-        res = _mapping(_mapping(container).get("resources"))
-        requests = dict(_mapping(res.get("limits")))
-        requests.update(_mapping(res.get("requests")))
-        for key, value in requests.items():
-            amount = _quantity(value, f"spec.initContainers[{index}].resources.requests.{key}")
-            total[key] = max(total.get(key, 0.0), amount)
+        return {
+            str(key): _quantity(value, f"{where}.resources.requests.{key}")
+            for key, value in requests.items()
+        }
+
+    total = effective_requests(
+        (
+            requests_of(c, f"spec.containers[{i}]")
+            for i, c in enumerate(spec.get("containers") or [])
+        ),
+        (
+            (requests_of(c, f"spec.initContainers[{i}]"), is_sidecar(_mapping(c)))
+            for i, c in enumerate(spec.get("initContainers") or [])
+        ),
+        0.0,
+    )
     overhead = _mapping(spec.get("overhead"))
     for key, value in overhead.items():
         total[key] = total.get(key, 0.0) + _quantity(value, f"spec.overhead.{key}")
@@ -226,16 +234,49 @@ def _selector_terms(spec: Mapping[str, Any]) -> tuple[NodeSelectorTerm, ...]:
     return tuple(terms)
 
 
+def _label_selector(
+    raw: Any, where: str
+) -> tuple[tuple[tuple[str, str], ...], tuple[Requirement, ...]]:
+    """``matchLabels`` pairs and ``matchExpressions`` requirements of a label selector."""
+    selector = _mapping(raw)
+    labels = tuple(
+        sorted((str(k), str(v)) for k, v in _mapping(selector.get("matchLabels")).items())
+    )
+    expressions = []
+    for index, expr in enumerate(selector.get("matchExpressions") or []):
+        expr = _mapping(expr)
+        op = str(expr.get("operator") or "")
+        if op not in SELECTOR_OPERATORS:
+            raise ObjectError(
+                f"{where}.matchExpressions[{index}].operator",
+                f"unknown operator {op!r}: a label selector takes {', '.join(SELECTOR_OPERATORS)}",
+            )
+        values = tuple(str(v) for v in expr.get("values") or [])
+        if op in ("In", "NotIn") and not values:
+            raise ObjectError(
+                f"{where}.matchExpressions[{index}].values",
+                f"operator {op} needs at least one value",
+            )
+        expressions.append(Requirement(str(expr.get("key") or ""), op, values))
+    return labels, tuple(expressions)
+
+
 def _affinity_terms(spec: Mapping[str, Any], kind: str) -> tuple[PodAffinityTerm, ...]:
     section = _mapping(_mapping(spec.get("affinity")).get(kind))
     out = []
-    for term in section.get("requiredDuringSchedulingIgnoredDuringExecution") or []:
+    terms = section.get("requiredDuringSchedulingIgnoredDuringExecution") or []
+    for index, term in enumerate(terms):
         term = _mapping(term)
-        labels = _mapping(_mapping(term.get("labelSelector")).get("matchLabels"))
+        where = f"spec.affinity.{kind}.requiredDuringSchedulingIgnoredDuringExecution[{index}]"
+        raw = term.get("labelSelector")
+        labels, expressions = _label_selector(raw, f"{where}.labelSelector")
         out.append(
             PodAffinityTerm(
                 str(term.get("topologyKey") or ""),
-                tuple(sorted((str(k), str(v)) for k, v in labels.items())),
+                labels,
+                expressions,
+                # no selector at all selects no pod (an empty one selects every pod)
+                selects_nothing=raw is None,
             )
         )
     return tuple(out)
