@@ -9,9 +9,9 @@ from typing import Any
 from e2e_helpers import Cluster, queue
 from live_helpers import eventually
 
-from kai.kube.resources import PODS, QUEUES
+from kai.kube.resources import PODGROUPS, PODS, QUEUES
 from kai.sim.nodes import NodeShape, create_nodes
-from kai.sim.workloads import ensure_namespace, pod_manifest
+from kai.sim.workloads import ensure_namespace, pod_manifest, submit_job
 
 
 def _pods(cluster: Cluster, ns: str) -> dict[str, dict[str, Any]]:
@@ -89,3 +89,192 @@ def test_anti_affinity_with_only_match_expressions_selects_what_they_say(
     eventually(lambda: _phase(_pods(cluster, "work")["free"]) == "Running", timeout=20)
     time.sleep(1.0)
     assert not _pods(cluster, "work")["blocked"]["spec"].get("nodeName")
+
+
+STALE_SINCE = "kai.scheduler/stale-podgroup-timestamp"
+LAST_EVICTION = "kai.scheduler/last-eviction-timestamp"
+
+
+def _group_of(cluster: Cluster, ns: str, prefix: str) -> dict[str, Any]:
+    for pg in cluster.kube.list(PODGROUPS, ns)["items"]:
+        if pg["metadata"]["name"].startswith(prefix):
+            return dict(pg)
+    raise AssertionError(f"no PodGroup {prefix}* yet")
+
+
+def _set_grace(cluster: Cluster, ns: str, prefix: str, grace: str) -> str:
+    name = str(eventually(lambda: _group_of(cluster, ns, prefix))["metadata"]["name"])
+    cluster.kube.patch(PODGROUPS, name, {"spec": {"stalenessGracePeriod": grace}}, ns)
+    return name
+
+
+def _gang_running(cluster: Cluster, ns: str, job: str, size: int) -> list[dict[str, Any]]:
+    def running() -> list[dict[str, Any]]:
+        pods = [p for n, p in _pods(cluster, ns).items() if n.startswith(f"{job}-")]
+        assert len(pods) == size and all(_phase(p) == "Running" for p in pods)
+        return pods
+
+    return list(eventually(running, timeout=30))
+
+
+def test_a_finishing_gang_is_not_stale(cluster: Cluster) -> None:
+    """Succeeded pods count toward the gang: 2 Succeeded + 2 Running of a gang of 4 is a job
+    finishing, not a broken gang (they were dropped before the gang check, and the two running
+    pods evicted)."""
+    kube = cluster.kube
+    kube.create(QUEUES, queue("team"))
+    ensure_namespace(kube, "work")
+    create_nodes(kube, 1, NodeShape(gpus=8))
+    cluster.start_system()
+    submit_job(kube, "gang", "work", "team", pods=4, gpus_per_pod=1, min_member=4)
+    name = _set_grace(cluster, "work", "pg-gang-", "0s")  # stale means evicted at once
+    pods = _gang_running(cluster, "work", "gang", 4)
+    for pod in pods[:2]:
+        kube.patch(
+            PODS, pod["metadata"]["name"], {"status": {"phase": "Succeeded"}}, "work", sub="status"
+        )
+    time.sleep(1.5)  # several scheduling cycles
+    phases = sorted(_phase(p) for n, p in _pods(cluster, "work").items() if n.startswith("gang-"))
+    assert phases == ["Running", "Running", "Succeeded", "Succeeded"]
+    pg = kube.get(PODGROUPS, name, "work")
+    assert STALE_SINCE not in (pg["metadata"].get("annotations") or {})
+
+
+def test_staleness_grace_period_is_read_from_the_podgroup(cluster: Cluster) -> None:
+    """``spec.stalenessGracePeriod``: ``0s`` evicts a broken gang at once, ``-1s`` never (it
+    was not read: the scheduler's 60 s applied to both); the eviction is stamped on the
+    PodGroup (``last-eviction-timestamp``), the staleness on both."""
+    kube = cluster.kube
+    kube.create(QUEUES, queue("team"))
+    ensure_namespace(kube, "work")
+    create_nodes(kube, 1, NodeShape(gpus=8))
+    cluster.start_system()
+    submit_job(kube, "now", "work", "team", pods=2, gpus_per_pod=1, min_member=2)
+    submit_job(kube, "never", "work", "team", pods=2, gpus_per_pod=1, min_member=2)
+    now = _set_grace(cluster, "work", "pg-now-", "0s")
+    never = _set_grace(cluster, "work", "pg-never-", "-1s")
+    for job in ("now", "never"):
+        broken = _gang_running(cluster, "work", job, 2)[0]["metadata"]["name"]
+        kube.delete(PODS, broken, "work")
+    eventually(lambda: not [n for n in _pods(cluster, "work") if n.startswith("now-")], timeout=20)
+    annotations = kube.get(PODGROUPS, now, "work")["metadata"].get("annotations") or {}
+    assert LAST_EVICTION in annotations
+    eventually(
+        lambda: (
+            STALE_SINCE in (kube.get(PODGROUPS, never, "work")["metadata"].get("annotations") or {})
+        )
+    )
+    time.sleep(1.0)
+    survivors = [p for n, p in _pods(cluster, "work").items() if n.startswith("never-")]
+    assert [_phase(p) for p in survivors] == ["Running"]
+
+
+def test_stale_since_is_written_for_a_job_with_subgroups(cluster: Cluster) -> None:
+    kube = cluster.kube
+    kube.create(QUEUES, queue("team"))
+    ensure_namespace(kube, "work")
+    create_nodes(kube, 1, NodeShape(gpus=8))
+    cluster.start_system()
+    kube.create(
+        PODGROUPS,
+        {
+            "apiVersion": "scheduling.run.ai/v2alpha2",
+            "kind": "PodGroup",
+            "metadata": {"name": "split", "namespace": "work"},
+            "spec": {
+                "queue": "team",
+                "minMember": 3,
+                "stalenessGracePeriod": "-1s",
+                "subGroups": [
+                    {"name": "leader", "minMember": 1},
+                    {"name": "workers", "minMember": 2},
+                ],
+            },
+        },
+        "work",
+    )
+    for name, subgroup in (("leader", "leader"), ("w0", "workers"), ("w1", "workers")):
+        pod = pod_manifest(
+            f"split-{name}",
+            "work",
+            "team",
+            gpus=1,
+            labels={"kai.scheduler/subgroup-name": subgroup},
+            annotations={"pod-group-name": "split"},
+        )
+        kube.create(PODS, pod)
+    _gang_running(cluster, "work", "split", 3)
+    pg = kube.get(PODGROUPS, "split", "work")
+    assert STALE_SINCE not in (pg["metadata"].get("annotations") or {})
+    kube.delete(PODS, "split-w1", "work")  # the workers subgroup falls below its minimum
+    eventually(
+        lambda: (
+            STALE_SINCE
+            in (kube.get(PODGROUPS, "split", "work")["metadata"].get("annotations") or {})
+        ),
+        timeout=20,
+    )
+
+
+def test_preemption_delay_is_read_from_the_podgroup(cluster: Cluster) -> None:
+    """A pending job with ``spec.preemptionDelay`` does not preempt before the delay is over
+    (it was not read live: the delay never applied on a cluster)."""
+    kube = cluster.kube
+    kube.create(QUEUES, queue("team"))
+    ensure_namespace(kube, "work")
+    create_nodes(kube, 1, NodeShape(gpus=2))
+    cluster.start_system()
+    for i in range(2):
+        kube.create(PODS, pod_manifest(f"low-{i}", "work", "team", gpus=1, priority_class="train"))
+    eventually(
+        lambda: (
+            all(
+                _phase(p) == "Running"
+                for n, p in _pods(cluster, "work").items()
+                if n.startswith("low-")
+            )
+            and len(_pods(cluster, "work")) == 2
+        ),
+        timeout=20,
+    )
+    kube.create(
+        PODGROUPS,
+        {
+            "apiVersion": "scheduling.run.ai/v2alpha2",
+            "kind": "PodGroup",
+            "metadata": {"name": "urgent", "namespace": "work"},
+            "spec": {
+                "queue": "team",
+                "minMember": 1,
+                "priorityClassName": "inference",
+                "preemptionDelay": "1h",
+            },
+        },
+        "work",
+    )
+    kube.create(
+        PODS,
+        pod_manifest(
+            "urgent",
+            "work",
+            "team",
+            gpus=1,
+            priority_class="inference",
+            annotations={"pod-group-name": "urgent"},
+        ),
+    )
+
+    def delayed() -> bool:
+        conditions = (kube.get(PODGROUPS, "urgent", "work").get("status") or {}).get(
+            "schedulingConditions"
+        ) or []
+        reasons = [r.get("reason") for c in conditions for r in c.get("reasons") or []]
+        return "PreemptionDelayNotElapsed" in reasons
+
+    eventually(delayed, timeout=20)
+    assert all(
+        _phase(p) == "Running" for n, p in _pods(cluster, "work").items() if n.startswith("low-")
+    )
+    # without the delay the same pod preempts one of the low-priority pods
+    kube.patch(PODGROUPS, "urgent", {"spec": {"preemptionDelay": None}}, "work")
+    eventually(lambda: _phase(_pods(cluster, "work")["urgent"]) == "Running", timeout=30)

@@ -7,7 +7,8 @@ condition) instead of crashing.
 
 What a pod's scheduler status is:
 
-- terminal pods (Succeeded/Failed) are left out: they hold nothing;
+- terminal pods hold nothing: Failed ones are left out, Succeeded ones of a PodGroup stay in
+  it as Succeeded tasks (a gang that is finishing is not stale);
 - ``spec.nodeName`` set: Running (phase Running) or Bound; Releasing when being deleted;
 - no node but a live (not Failed) BindRequest: Binding on the BindRequest's node, with its GPU
   groups -- the scheduler's own decision counts until the binder has acted;
@@ -62,6 +63,7 @@ SUBGROUP_LABEL = "kai.scheduler/subgroup-name"
 TASK_PRIORITY_LABEL = "kai.scheduler/task-priority"
 GPU_GROUP_LABEL = "runai-gpu-group"
 LAST_START = "kai.scheduler/last-start-timestamp"
+LAST_EVICTION = "kai.scheduler/last-eviction-timestamp"
 STALE_SINCE = "kai.scheduler/stale-podgroup-timestamp"
 RESERVATION_NAMESPACE = "kai-resource-reservation"
 DEFAULT_PRIORITY = 50
@@ -578,6 +580,12 @@ def parse_podgroup(
         topology=_topology_constraint(spec.get("topologyConstraint")),
         stale_since=parse_time(annotations.get(STALE_SINCE)),
         last_start_time=parse_time(annotations.get(LAST_START)),
+        last_eviction_time=parse_time(annotations.get(LAST_EVICTION)),
+        preemption_delay=parse_duration(spec.get("preemptionDelay"), "spec.preemptionDelay"),
+        # "-1s": never evicted as stale; absent: the scheduler's staleGangGracePeriod
+        staleness_grace_period=parse_duration(
+            spec.get("stalenessGracePeriod"), "spec.stalenessGracePeriod"
+        ),
     )
 
 
@@ -804,12 +812,13 @@ class SnapshotBuilder:
         seen_uids: set[str] = set()
         reservations: list[dict[str, Any]] = []
         for pod in pods:
-            if is_terminal(pod):
-                continue
             md = pod.get("metadata") or {}
+            seen_uids.add(str(md.get("uid") or ""))
+            if is_terminal(pod):
+                self._finished_task(pod, parsed_jobs, out)
+                continue
             spec = pod.get("spec") or {}
             ns = md.get("namespace") or ""
-            seen_uids.add(str(md.get("uid") or ""))
             ours = spec.get("schedulerName") == self.scheduler_name
             if ns == RESERVATION_NAMESPACE and ours:
                 if spec.get("nodeName"):
@@ -843,6 +852,25 @@ class SnapshotBuilder:
         _count_reservations(reservations, out.by_group, out.foreign)
         for uid in [u for u in self._pods if u not in seen_uids]:
             del self._pods[uid]
+
+    def _finished_task(
+        self, pod: dict[str, Any], parsed_jobs: Mapping[tuple[str, str], object], out: _PodTasks
+    ) -> None:
+        """A Succeeded pod of ours stays in its PodGroup as a Succeeded task that holds
+        nothing: a gang whose members are finishing is not stale (KAI). Failed pods are
+        left out."""
+        if _mapping(pod.get("status")).get("phase") != "Succeeded":
+            return
+        if _mapping(pod.get("spec")).get("schedulerName") != self.scheduler_name:
+            return
+        ns = str(_mapping(pod.get("metadata")).get("namespace") or "")
+        info = self._pod_info(pod)
+        if isinstance(info, ObjectError) or info.pod_group is None:
+            return
+        if (ns, info.pod_group) not in parsed_jobs:
+            return
+        task = _task(info, ns, TaskStatus.SUCCEEDED, None, ())
+        out.by_group.setdefault((ns, info.pod_group), []).append(task)
 
     def _parse_nodes(
         self,
