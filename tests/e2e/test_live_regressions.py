@@ -278,3 +278,22 @@ def test_preemption_delay_is_read_from_the_podgroup(cluster: Cluster) -> None:
     # without the delay the same pod preempts one of the low-priority pods
     kube.patch(PODGROUPS, "urgent", {"spec": {"preemptionDelay": None}}, "work")
     eventually(lambda: _phase(_pods(cluster, "work")["urgent"]) == "Running", timeout=30)
+
+
+def test_a_queue_whose_parent_does_not_exist_says_so(cluster: Cluster) -> None:
+    """It showed ``status: {}``; now KAI's ``Orphan`` condition, gone once the parent exists."""
+    kube = cluster.kube
+    kube.create(QUEUES, queue("lost", parent="nowhere"))
+    kube.create(QUEUES, queue("below", parent="lost"))
+    cluster.start_system()
+
+    def conditions(name: str) -> list[dict[str, Any]]:
+        return list((kube.get(QUEUES, name).get("status") or {}).get("conditions") or [])
+
+    lost = eventually(lambda: conditions("lost"), timeout=20)
+    assert lost[0]["type"] == "Orphan" and lost[0]["status"] == "True"
+    assert "'nowhere' does not exist" in lost[0]["message"]
+    below = eventually(lambda: conditions("below"), timeout=20)
+    assert "ancestor 'lost'" in below[0]["message"]
+    kube.create(QUEUES, queue("nowhere"))
+    eventually(lambda: not conditions("lost") and not conditions("below"), timeout=20)
