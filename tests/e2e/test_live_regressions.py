@@ -297,3 +297,32 @@ def test_a_queue_whose_parent_does_not_exist_says_so(cluster: Cluster) -> None:
     assert "ancestor 'lost'" in below[0]["message"]
     kube.create(QUEUES, queue("nowhere"))
     eventually(lambda: not conditions("lost") and not conditions("below"), timeout=20)
+
+
+def test_host_ports_keep_two_pods_apart(cluster: Cluster) -> None:
+    """Two pods asking for host port 8080/TCP do not share a node (host ports were ignored)."""
+    kube = cluster.kube
+    kube.create(QUEUES, queue("team"))
+    ensure_namespace(kube, "work")
+    create_nodes(kube, 1, NodeShape(gpus=8))
+    cluster.start_system()
+    for name in ("a", "b"):
+        pod = pod_manifest(name, "work", "team", gpus=1)
+        pod["spec"]["containers"][0]["ports"] = [{"containerPort": 80, "hostPort": 8080}]
+        kube.create(PODS, pod)
+    other = pod_manifest("udp", "work", "team", gpus=1)
+    other["spec"]["containers"][0]["ports"] = [
+        {"containerPort": 80, "hostPort": 8080, "protocol": "UDP"}
+    ]
+    kube.create(PODS, other)
+    eventually(
+        lambda: (
+            sorted(_phase(p) for p in _pods(cluster, "work").values())
+            == ["Pending", "Running", "Running"]
+        ),
+        timeout=20,
+    )
+    time.sleep(1.0)
+    pods = _pods(cluster, "work")
+    assert _phase(pods["udp"]) == "Running"  # another protocol: no conflict
+    assert sorted(_phase(pods[n]) for n in ("a", "b")) == ["Pending", "Running"]

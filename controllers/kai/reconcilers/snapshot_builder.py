@@ -172,6 +172,7 @@ class PodInfo:
     pod_anti_affinity: tuple[PodAffinityTerm, ...]
     created_at: float
     gpu_groups: tuple[str, ...] = ()
+    host_ports: tuple[tuple[str, str, int], ...] = ()
 
 
 def _pod_requests(spec: Mapping[str, Any], pod: str) -> dict[str, float]:
@@ -284,6 +285,24 @@ def _affinity_terms(spec: Mapping[str, Any], kind: str) -> tuple[PodAffinityTerm
     return tuple(out)
 
 
+def _host_ports(spec: Mapping[str, Any]) -> tuple[tuple[str, str, int], ...]:
+    """(protocol, hostIP, hostPort) of the containers' ports that ask for a host port."""
+    out = []
+    for index, container in enumerate(spec.get("containers") or []):
+        for pindex, port in enumerate(_mapping(container).get("ports") or []):
+            port = _mapping(port)
+            raw = port.get("hostPort")
+            if raw in (None, 0):
+                continue
+            if not isinstance(raw, int) or not 0 < raw < 65536:
+                raise ObjectError(
+                    f"spec.containers[{index}].ports[{pindex}].hostPort",
+                    f"must be a port number (1-65535), not {raw!r}",
+                )
+            out.append((str(port.get("protocol") or "TCP"), str(port.get("hostIP") or ""), raw))
+    return tuple(out)
+
+
 def _tolerations(spec: Mapping[str, Any]) -> tuple[Toleration, ...]:
     out = []
     for tol in spec.get("tolerations") or []:
@@ -349,6 +368,7 @@ def parse_pod(pod: dict[str, Any]) -> PodInfo:
         pod_anti_affinity=_affinity_terms(spec, "podAntiAffinity"),
         created_at=parse_time(md.get("creationTimestamp")) or 0.0,
         gpu_groups=tuple(groups),
+        host_ports=_host_ports(spec),
     )
 
 
@@ -945,6 +965,7 @@ def _task(
         pod_anti_affinity=info.pod_anti_affinity,
         created_at=info.created_at,
         namespace=ns,
+        host_ports=info.host_ports,
     )
 
 

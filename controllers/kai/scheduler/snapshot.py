@@ -151,6 +151,8 @@ class TaskSpec:
     pod_anti_affinity: tuple[PodAffinityTerm, ...] = ()
     created_at: float = 0.0
     namespace: str = ""
+    # (protocol, hostIP, hostPort) of every container port with a hostPort; "" = every address
+    host_ports: tuple[tuple[str, str, int], ...] = ()
 
 
 @dataclass
