@@ -19,6 +19,7 @@ import orjson
 
 from kube_emulator import apply as server_side_apply
 from kube_emulator import binding, conversion, deletion, lifecycle, listing, meta
+from kube_emulator.controllers import defaults as workload_defaults
 from kube_emulator.deletion import with_rv as _with_rv
 from kube_emulator.errors import (
     ApiError,
@@ -46,6 +47,7 @@ from kube_emulator.storage import Store
 CRD_KEY = ("apiextensions.k8s.io", "customresourcedefinitions")
 NS_KEY = ("", "namespaces")
 PODS_KEY = ("", "pods")
+JOBS_KEY = ("batch", "jobs")
 SECRETS_KEY = ("", "secrets")
 PC_KEY = ("scheduling.k8s.io", "priorityclasses")
 _SUFFIX_CHARS = "bcdfghjklmnpqrstvwxz2456789"
@@ -322,6 +324,12 @@ class ApiCore:
             lifecycle.namespace_on_create(obj)
         elif rt.key == SECRETS_KEY:
             lifecycle.secret_string_data(obj)
+        elif rt.key == JOBS_KEY:
+            # the generated selector names the Job's uid: it is chosen here, before stamping
+            obj["metadata"]["uid"] = str(uuid.uuid4())
+            workload_defaults.job_on_create(obj, obj["metadata"]["uid"])
+        elif rt.key in workload_defaults.WORKLOAD_KEYS:
+            workload_defaults.WORKLOAD_KEYS[rt.key](obj)
         elif rt.key == CRD_KEY or ("status" in rt.subresources and rt.key != ("", "nodes")):
             obj.pop("status", None)
 
@@ -340,7 +348,7 @@ class ApiCore:
         md = dict(obj["metadata"])
         obj = dict(obj)
         obj["metadata"] = md
-        md["uid"] = str(uuid.uuid4())
+        md["uid"] = md.get("uid") or str(uuid.uuid4())
         md["creationTimestamp"] = meta.now()
         if rt.has_generation:
             md["generation"] = 1

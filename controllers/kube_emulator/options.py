@@ -30,6 +30,9 @@ class ServerOptions:
     # service reference "namespace/name[:port]" -> "host:port" where that webhook listens
     webhook_services: dict[str, str] = field(default_factory=dict)
     git_version: str = "v1.36.0-kai.sim"
+    # Run the Job, ReplicaSet, Deployment and StatefulSet controllers (kube_emulator.controllers)
+    # so that those workloads get pods, as kube-controller-manager does on a real cluster.
+    workload_controllers: bool = False
     seed: int = 0
 
     def check(self) -> None:

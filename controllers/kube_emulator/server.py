@@ -35,6 +35,7 @@ class ApiServer:
         self._httpd: ApiHTTPServer | None = None
         self._thread: threading.Thread | None = None
         self._tmp: tempfile.TemporaryDirectory[str] | None = None
+        self.controllers: Any = None
 
     # -- life cycle ------------------------------------------------------------------------
     def start(self) -> ApiServer:
@@ -57,6 +58,10 @@ class ApiServer:
             )
         self._httpd = httpd
         self.core.collector.start()
+        if self.options.workload_controllers:
+            from kube_emulator.controllers import workload_controllers
+
+            self.controllers = workload_controllers(self.core).start()
         self._thread = threading.Thread(
             target=httpd.serve_forever,
             kwargs={"poll_interval": 0.2},
@@ -67,6 +72,9 @@ class ApiServer:
         return self
 
     def stop(self) -> None:
+        if self.controllers is not None:
+            self.controllers.stop()
+            self.controllers = None
         if self._httpd is not None:
             self._httpd.stopping = True
             self._httpd.shutdown()

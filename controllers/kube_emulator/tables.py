@@ -129,6 +129,19 @@ def _node_row(o: dict[str, Any]) -> list[Any]:
     ]
 
 
+def _job_status(job: dict[str, Any]) -> str:
+    """kubectl's Job status: the first true one of its finished/suspended conditions."""
+    true = {
+        c.get("type")
+        for c in (job.get("status") or {}).get("conditions") or []
+        if c.get("status") == "True"
+    }
+    for ctype in ("Complete", "Failed", "Suspended"):
+        if ctype in true:
+            return ctype
+    return "Running"
+
+
 _EXTRA: dict[tuple[str, str], tuple[list[Column], Any]] = {
     ("", "pods"): (
         [
@@ -164,7 +177,7 @@ _EXTRA: dict[tuple[str, str], tuple[list[Column], Any]] = {
     ("batch", "jobs"): (
         [("Status", "string", 0), ("Completions", "string", 0)],
         lambda o: [
-            "Complete" if (o.get("status") or {}).get("succeeded") else "Running",
+            _job_status(o),
             f"{(o.get('status') or {}).get('succeeded', 0)}/"
             f"{(o.get('spec') or {}).get('completions', 1)}",
         ],

@@ -100,6 +100,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="where a webhook's service reference is reachable; repeatable (default: none)",
     )
     parser.add_argument(
+        "--workload-controllers",
+        action="store_true",
+        help="run Job, ReplicaSet, Deployment and StatefulSet controllers that create their pods",
+    )
+    parser.add_argument(
         "--fault-error-rate",
         type=_rate,
         default=0.0,
@@ -159,6 +164,7 @@ def run(args: argparse.Namespace) -> int:
         history_size=args.history,
         bookmark_interval=args.bookmark_interval,
         webhook_services=dict(args.webhook_service),
+        workload_controllers=args.workload_controllers,
     )
     server = ApiServer(options)
     try:

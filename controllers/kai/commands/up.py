@@ -1,6 +1,7 @@
 """``kai up``: the whole system on one machine, no cluster needed.
 
-Starts the embedded API server, applies the CRDs, KAI's PriorityClasses and the Queues rendered
+Starts the embedded API server (with its Job, ReplicaSet, Deployment and StatefulSet
+controllers), applies the CRDs, KAI's PriorityClasses and the Queues rendered
 from a GitOps repository (``examples/gitops`` by default), creates N simulated GPU nodes, runs
 the scheduler, binder, pod-grouper, node life cycle and kubelet, submits a sample mix of
 workloads, and prints ``kubeconfig: PATH`` once all is ready so that
@@ -144,7 +145,9 @@ class Up:
         from kube_emulator import ApiServer
 
         args = self.args
-        self.server = ApiServer(host=args.host, port=args.port)
+        # the workload controllers: submitted Jobs, Deployments, ReplicaSets and StatefulSets
+        # get their pods, as kube-controller-manager makes them on a real cluster
+        self.server = ApiServer(host=args.host, port=args.port, workload_controllers=True)
         try:
             self.server.start()
         except OSError as exc:
@@ -205,8 +208,9 @@ class Up:
             ).start()
         if not args.no_workloads:
             scale = args.workload_scale or max(1, args.nodes // 16)
-            mix = submit_sample_mix(kube, scale=scale, mig=args.mig_nodes > 0)
-            self.log.info(f"submitted {len(mix.pods)} pods ({len(mix.jobs)} gang jobs)")
+            mix = submit_sample_mix(kube, scale=scale, mig=args.mig_nodes > 0, job_controller=True)
+            pods = len(mix.pods) + mix.job_pods
+            self.log.info(f"submitted {pods} pods ({len(mix.jobs)} gang jobs)")
 
     def _create_nodes(self, kube: Any) -> None:
         from kai.sim.nodes import NodeShape, create_nodes

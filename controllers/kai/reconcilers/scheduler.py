@@ -27,6 +27,7 @@ import logging
 import math
 import threading
 import time
+from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -48,6 +49,7 @@ from kai.kube.resources import (
 from kai.kube.writes import create_if_absent, delete_if_present, patch_if_changed
 from kai.metrics import SchedulerMetrics
 from kai.reconcilers.snapshot_builder import (
+    LAST_EVICTION,
     LAST_START,
     STALE_SINCE,
     BuiltSnapshot,
@@ -56,6 +58,7 @@ from kai.reconcilers.snapshot_builder import (
     parse_time,
 )
 from kai.scheduler.errors import UnsupportedActionError
+from kai.scheduler.jobs import DEFAULT_PODSET, build_subgroup_tree
 from kai.scheduler.result import BindDecision, SessionResult
 from kai.scheduler.snapshot import (
     ACTIVE_ALLOCATED_STATUSES,
@@ -65,6 +68,23 @@ from kai.scheduler.snapshot import (
 )
 
 log = logging.getLogger("kai.scheduler.live")
+
+
+def is_stale(job: JobSpec, statuses: Mapping[str, TaskStatus]) -> bool:
+    """The core's staleness rule on a job's task statuses after a cycle: some task active,
+    none Succeeded, and the gang (every subgroup's minimum, through the subgroup tree) not
+    satisfied."""
+    if any(s is TaskStatus.SUCCEEDED for s in statuses.values()):
+        return False
+    if not any(s in ACTIVE_ALLOCATED_STATUSES for s in statuses.values()):
+        return False
+    root, podsets = build_subgroup_tree(job)
+    for task in job.tasks:
+        podset = podsets.get(task.subgroup or DEFAULT_PODSET)
+        if podset is not None:
+            podset.count(statuses[task.uid], 1)
+    return not root.satisfied
+
 
 NODE_POOL = "default"
 CONFIG_MAP = "kai-scheduler/kai-scheduler-config"
@@ -507,6 +527,8 @@ class Scheduler:
     def _write_job_status(self, built: BuiltSnapshot, result: SessionResult) -> None:
         started = set(result.started_jobs)
         now_text = rfc3339(built.snapshot.now)
+        job_of_task = {t.uid: job.uid for job in built.snapshot.jobs for t in job.tasks}
+        evicted = {job_of_task.get(e.task) for e in result.evictions}
         for job in built.snapshot.jobs:
             pg = built.podgroups.get(job.uid)
             if pg is None:
@@ -516,14 +538,14 @@ class Scheduler:
             patch_md: dict[str, Any] = {}
             if job.uid in started:
                 patch_md[LAST_START] = now_text
-            active = sum(
-                1
+            if job.uid in evicted:
+                patch_md[LAST_EVICTION] = now_text  # the core's preemptionDelay counts from it
+            statuses = {
+                t.uid: result.tasks[t.uid].status if t.uid in result.tasks else t.status
                 for t in job.tasks
-                if result.tasks.get(t.uid) is not None
-                and result.tasks[t.uid].status in ACTIVE_ALLOCATED_STATUSES
-            )
-            minimum = job.min_available or 1
-            stale = 0 < active < minimum and not job.subgroups
+            }
+            active = sum(1 for s in statuses.values() if s in ACTIVE_ALLOCATED_STATUSES)
+            stale = is_stale(job, statuses)
             if stale and STALE_SINCE not in annotations:
                 patch_md[STALE_SINCE] = now_text
             elif not stale and STALE_SINCE in annotations:

@@ -7,7 +7,8 @@ condition) instead of crashing.
 
 What a pod's scheduler status is:
 
-- terminal pods (Succeeded/Failed) are left out: they hold nothing;
+- terminal pods hold nothing: Failed ones are left out, Succeeded ones of a PodGroup stay in
+  it as Succeeded tasks (a gang that is finishing is not stale);
 - ``spec.nodeName`` set: Running (phase Running) or Bound; Releasing when being deleted;
 - no node but a live (not Failed) BindRequest: Binding on the BindRequest's node, with its GPU
   groups -- the scheduler's own decision counts until the binder has acted;
@@ -33,7 +34,9 @@ from typing import Any, TypeVar
 from kai.api.duration import DurationError
 from kai.api.duration import parse_duration as _parse_go_duration
 from kai.api.gpu_request import GPU_RESOURCE, GpuRequestError, gpu_request_from_pod
+from kai.api.pod_requests import effective_requests, is_sidecar
 from kai.api.quantity import QuantityError, parse_quantity
+from kai.scheduler.selectors import SELECTOR_OPERATORS
 from kai.scheduler.snapshot import (
     GpuRequest,
     JobSpec,
@@ -60,6 +63,7 @@ SUBGROUP_LABEL = "kai.scheduler/subgroup-name"
 TASK_PRIORITY_LABEL = "kai.scheduler/task-priority"
 GPU_GROUP_LABEL = "runai-gpu-group"
 LAST_START = "kai.scheduler/last-start-timestamp"
+LAST_EVICTION = "kai.scheduler/last-eviction-timestamp"
 STALE_SINCE = "kai.scheduler/stale-podgroup-timestamp"
 RESERVATION_NAMESPACE = "kai-resource-reservation"
 DEFAULT_PRIORITY = 50
@@ -168,26 +172,33 @@ class PodInfo:
     pod_anti_affinity: tuple[PodAffinityTerm, ...]
     created_at: float
     gpu_groups: tuple[str, ...] = ()
+    host_ports: tuple[tuple[str, str, int], ...] = ()
 
 
 def _pod_requests(spec: Mapping[str, Any], pod: str) -> dict[str, float]:
-    """Effective requests: sum over containers, max with each init container (KAI/k8s rule)."""
-    total: dict[str, float] = {}
-    for index, container in enumerate(spec.get("containers") or []):
+    """Effective requests by Kubernetes' rule (:mod:`kai.api.pod_requests`): main containers
+    and native sidecars summed, each other init container max'ed, plus ``spec.overhead``."""
+
+    def requests_of(container: Any, where: str) -> dict[str, float]:
         res = _mapping(_mapping(container).get("resources"))
         requests = dict(_mapping(res.get("limits")))
         requests.update(_mapping(res.get("requests")))
-        for key, value in requests.items():
-            total[key] = total.get(key, 0.0) + _quantity(
-                value, f"spec.containers[{index}].resources.requests.{key}"
-            )
-    for index, container in enumerate(spec.get("initContainers") or []):
-        res = _mapping(_mapping(container).get("resources"))
-        requests = dict(_mapping(res.get("limits")))
-        requests.update(_mapping(res.get("requests")))
-        for key, value in requests.items():
-            amount = _quantity(value, f"spec.initContainers[{index}].resources.requests.{key}")
-            total[key] = max(total.get(key, 0.0), amount)
+        return {
+            str(key): _quantity(value, f"{where}.resources.requests.{key}")
+            for key, value in requests.items()
+        }
+
+    total = effective_requests(
+        (
+            requests_of(c, f"spec.containers[{i}]")
+            for i, c in enumerate(spec.get("containers") or [])
+        ),
+        (
+            (requests_of(c, f"spec.initContainers[{i}]"), is_sidecar(_mapping(c)))
+            for i, c in enumerate(spec.get("initContainers") or [])
+        ),
+        0.0,
+    )
     overhead = _mapping(spec.get("overhead"))
     for key, value in overhead.items():
         total[key] = total.get(key, 0.0) + _quantity(value, f"spec.overhead.{key}")
@@ -226,18 +237,69 @@ def _selector_terms(spec: Mapping[str, Any]) -> tuple[NodeSelectorTerm, ...]:
     return tuple(terms)
 
 
+def _label_selector(
+    raw: Any, where: str
+) -> tuple[tuple[tuple[str, str], ...], tuple[Requirement, ...]]:
+    """``matchLabels`` pairs and ``matchExpressions`` requirements of a label selector."""
+    selector = _mapping(raw)
+    labels = tuple(
+        sorted((str(k), str(v)) for k, v in _mapping(selector.get("matchLabels")).items())
+    )
+    expressions = []
+    for index, expr in enumerate(selector.get("matchExpressions") or []):
+        expr = _mapping(expr)
+        op = str(expr.get("operator") or "")
+        if op not in SELECTOR_OPERATORS:
+            raise ObjectError(
+                f"{where}.matchExpressions[{index}].operator",
+                f"unknown operator {op!r}: a label selector takes {', '.join(SELECTOR_OPERATORS)}",
+            )
+        values = tuple(str(v) for v in expr.get("values") or [])
+        if op in ("In", "NotIn") and not values:
+            raise ObjectError(
+                f"{where}.matchExpressions[{index}].values",
+                f"operator {op} needs at least one value",
+            )
+        expressions.append(Requirement(str(expr.get("key") or ""), op, values))
+    return labels, tuple(expressions)
+
+
 def _affinity_terms(spec: Mapping[str, Any], kind: str) -> tuple[PodAffinityTerm, ...]:
     section = _mapping(_mapping(spec.get("affinity")).get(kind))
     out = []
-    for term in section.get("requiredDuringSchedulingIgnoredDuringExecution") or []:
+    terms = section.get("requiredDuringSchedulingIgnoredDuringExecution") or []
+    for index, term in enumerate(terms):
         term = _mapping(term)
-        labels = _mapping(_mapping(term.get("labelSelector")).get("matchLabels"))
+        where = f"spec.affinity.{kind}.requiredDuringSchedulingIgnoredDuringExecution[{index}]"
+        raw = term.get("labelSelector")
+        labels, expressions = _label_selector(raw, f"{where}.labelSelector")
         out.append(
             PodAffinityTerm(
                 str(term.get("topologyKey") or ""),
-                tuple(sorted((str(k), str(v)) for k, v in labels.items())),
+                labels,
+                expressions,
+                # no selector at all selects no pod (an empty one selects every pod)
+                selects_nothing=raw is None,
             )
         )
+    return tuple(out)
+
+
+def _host_ports(spec: Mapping[str, Any]) -> tuple[tuple[str, str, int], ...]:
+    """(protocol, hostIP, hostPort) of the containers' ports that ask for a host port."""
+    out = []
+    for index, container in enumerate(spec.get("containers") or []):
+        for pindex, port in enumerate(_mapping(container).get("ports") or []):
+            port = _mapping(port)
+            raw = port.get("hostPort")
+            if raw in (None, 0):
+                continue
+            if not isinstance(raw, int) or not 0 < raw < 65536:
+                raise ObjectError(
+                    f"spec.containers[{index}].ports[{pindex}].hostPort",
+                    f"must be a port number (1-65535), not {raw!r}",
+                )
+            out.append((str(port.get("protocol") or "TCP"), str(port.get("hostIP") or ""), raw))
     return tuple(out)
 
 
@@ -306,6 +368,7 @@ def parse_pod(pod: dict[str, Any]) -> PodInfo:
         pod_anti_affinity=_affinity_terms(spec, "podAntiAffinity"),
         created_at=parse_time(md.get("creationTimestamp")) or 0.0,
         gpu_groups=tuple(groups),
+        host_ports=_host_ports(spec),
     )
 
 
@@ -537,6 +600,12 @@ def parse_podgroup(
         topology=_topology_constraint(spec.get("topologyConstraint")),
         stale_since=parse_time(annotations.get(STALE_SINCE)),
         last_start_time=parse_time(annotations.get(LAST_START)),
+        last_eviction_time=parse_time(annotations.get(LAST_EVICTION)),
+        preemption_delay=parse_duration(spec.get("preemptionDelay"), "spec.preemptionDelay"),
+        # "-1s": never evicted as stale; absent: the scheduler's staleGangGracePeriod
+        staleness_grace_period=parse_duration(
+            spec.get("stalenessGracePeriod"), "spec.stalenessGracePeriod"
+        ),
     )
 
 
@@ -763,12 +832,13 @@ class SnapshotBuilder:
         seen_uids: set[str] = set()
         reservations: list[dict[str, Any]] = []
         for pod in pods:
-            if is_terminal(pod):
-                continue
             md = pod.get("metadata") or {}
+            seen_uids.add(str(md.get("uid") or ""))
+            if is_terminal(pod):
+                self._finished_task(pod, parsed_jobs, out)
+                continue
             spec = pod.get("spec") or {}
             ns = md.get("namespace") or ""
-            seen_uids.add(str(md.get("uid") or ""))
             ours = spec.get("schedulerName") == self.scheduler_name
             if ns == RESERVATION_NAMESPACE and ours:
                 if spec.get("nodeName"):
@@ -802,6 +872,25 @@ class SnapshotBuilder:
         _count_reservations(reservations, out.by_group, out.foreign)
         for uid in [u for u in self._pods if u not in seen_uids]:
             del self._pods[uid]
+
+    def _finished_task(
+        self, pod: dict[str, Any], parsed_jobs: Mapping[tuple[str, str], object], out: _PodTasks
+    ) -> None:
+        """A Succeeded pod of ours stays in its PodGroup as a Succeeded task that holds
+        nothing: a gang whose members are finishing is not stale (KAI). Failed pods are
+        left out."""
+        if _mapping(pod.get("status")).get("phase") != "Succeeded":
+            return
+        if _mapping(pod.get("spec")).get("schedulerName") != self.scheduler_name:
+            return
+        ns = str(_mapping(pod.get("metadata")).get("namespace") or "")
+        info = self._pod_info(pod)
+        if isinstance(info, ObjectError) or info.pod_group is None:
+            return
+        if (ns, info.pod_group) not in parsed_jobs:
+            return
+        task = _task(info, ns, TaskStatus.SUCCEEDED, None, ())
+        out.by_group.setdefault((ns, info.pod_group), []).append(task)
 
     def _parse_nodes(
         self,
@@ -876,6 +965,7 @@ def _task(
         pod_anti_affinity=info.pod_anti_affinity,
         created_at=info.created_at,
         namespace=ns,
+        host_ports=info.host_ports,
     )
 
 

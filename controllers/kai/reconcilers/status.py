@@ -6,7 +6,9 @@ writes never slow a scheduling cycle. Writes are compare-then-patch on the statu
 
 - Queue: ``childQueues``, ``allocated``, ``allocatedNonPreemptible``, ``requested`` (KAI's
   fields, as resource lists ``nvidia.com/gpu``/``cpu``/``memory``) and this project's
-  ``fairShare``.
+  ``fairShare``; and KAI's ``Orphan`` condition on a queue whose parent (or an ancestor's)
+  does not exist: such a queue and its subtree are left out of scheduling, and its status
+  says so instead of staying empty.
 - PodGroup: ``resourcesStatus.{requested, allocated, allocatedNonPreemptible}``.
 """
 
@@ -16,6 +18,7 @@ import logging
 import threading
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
+from datetime import UTC, datetime
 from typing import Any
 
 from kai.api.gpu_request import queue_gpus
@@ -41,6 +44,54 @@ def resource_list(figures: dict[str, float]) -> dict[str, str]:
         "cpu": f"{round(figures.get('cpu', 0.0))}m",
         "memory": str(round(figures.get("memory", 0.0))),
     }
+
+
+def orphan_queues(queues: list[dict[str, Any]]) -> dict[str, str]:
+    """Queue name -> why it is an orphan: its parent, or an ancestor's parent, does not exist
+    (a cycle of parents counts as missing too)."""
+    parents = {
+        q["metadata"]["name"]: (q.get("spec") or {}).get("parentQueue") or None for q in queues
+    }
+    out: dict[str, str] = {}
+    for name in parents:
+        seen = {name}
+        current = name
+        while (parent := parents.get(current)) is not None:
+            if parent not in parents:
+                if current == name:
+                    out[name] = f"parent queue {parent!r} does not exist"
+                else:
+                    out[name] = (
+                        f"ancestor {current!r} has a parent queue {parent!r} that does not exist"
+                    )
+                break
+            if parent in seen:
+                out[name] = f"its parent queues form a cycle through {parent!r}"
+                break
+            seen.add(parent)
+            current = parent
+    return out
+
+
+def orphan_conditions(
+    queue: dict[str, Any], problem: str | None, now: str
+) -> list[dict[str, Any]] | None:
+    """KAI's ``Orphan`` condition for a queue cut off from the tree (None: no condition)."""
+    if problem is None:
+        return None
+    message = f"{problem}: the queue and its children are not scheduled; their jobs stay pending"
+    for cond in (queue.get("status") or {}).get("conditions") or []:
+        if cond.get("type") == "Orphan" and cond.get("message") == message:
+            return [dict(cond)]
+    return [
+        {
+            "type": "Orphan",
+            "status": "True",
+            "reason": "ParentQueueNotFound",
+            "message": message,
+            "lastTransitionTime": now,
+        }
+    ]
 
 
 class StatusWriter:
@@ -96,10 +147,23 @@ class StatusWriter:
             if q.parent:
                 children.setdefault(q.parent, []).append(q.name)
         condition = self.queue_condition() if self.queue_condition is not None else None
-        for queue in self.queues.items():
+        queues = self.queues.items()
+        orphans = orphan_queues(queues)
+        now = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+        for queue in queues:
             name = queue["metadata"]["name"]
             share = result.queues.get(name)
             status: dict[str, Any] = {"childQueues": sorted(children.get(name, [])) or None}
+            # the conditions this writer owns: Orphan (when cut off from the tree) and the
+            # time-based fairshare state (when a usage source is configured)
+            conditions = orphan_conditions(queue, orphans.get(name), now) or []
+            if condition is not None:
+                conditions += [
+                    c
+                    for c in _with_condition(queue, condition)
+                    if c.get("type") == condition["type"]
+                ]
+            status["conditions"] = conditions or None
             if share is not None:
                 status.update(
                     {
@@ -109,8 +173,6 @@ class StatusWriter:
                         "fairShare": resource_list(share.fair_share),
                     }
                 )
-            if condition is not None:
-                status["conditions"] = _with_condition(queue, condition)
             futures.append(self.pool.submit(self._patch, QUEUES, queue, {"status": status}))
         min_memory = min(
             (n.gpu_memory_mib for n in built.snapshot.nodes if n.gpus > 0), default=None

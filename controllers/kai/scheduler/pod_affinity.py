@@ -14,15 +14,18 @@ from collections.abc import Iterator
 import numpy as np
 
 from kai.scheduler.resource_layout import BoolArray
+from kai.scheduler.selectors import selector_matches
 from kai.scheduler.snapshot import PodAffinityTerm, TaskSpec
 
 Placed = dict[str, tuple[TaskSpec, int]]  # task uid -> (spec, node)
 
 
 def matches(labels: dict[str, str], term: PodAffinityTerm) -> bool:
-    """A term's ``matchLabels`` select a pod when every pair is among its labels (an empty
-    selector selects every pod)."""
-    return all(labels.get(key) == value for key, value in term.match_labels)
+    """Whether the term's label selector selects a pod with ``labels`` (an empty selector
+    selects every pod, a missing one none)."""
+    if term.selects_nothing:
+        return False
+    return selector_matches(labels, term.match_labels, term.match_expressions)
 
 
 class PlacedPods:
@@ -50,6 +53,8 @@ class PlacedPods:
 
     def matching(self, namespace: str, term: PodAffinityTerm) -> Iterator[tuple[TaskSpec, int]]:
         """Placed tasks of ``namespace`` that ``term`` selects, in task-uid order."""
+        if term.selects_nothing:
+            return
         if term.match_labels:
             candidates = min(
                 (

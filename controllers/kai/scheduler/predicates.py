@@ -14,6 +14,7 @@ import numpy as np
 
 from kai.scheduler.nodes import NodeTable
 from kai.scheduler.resource_layout import BoolArray
+from kai.scheduler.selectors import value_matches
 from kai.scheduler.sharing_modes import sharing_mode
 from kai.scheduler.snapshot import (
     NodeSelectorTerm,
@@ -29,6 +30,7 @@ TAINT = "untolerated taint"
 NODE_AFFINITY = "node affinity mismatch"
 POD_AFFINITY = "pod affinity mismatch"
 POD_ANTI_AFFINITY = "pod anti-affinity conflict"
+HOST_PORTS = "node(s) didn't have free ports for the requested pod ports"
 OUTSIDE_DOMAIN = "outside the allowed topology domain"
 MIG_ONLY = "MIG instances are only on MIG nodes with the mixed strategy"
 NO_SHARING_ON_MIG = "GPU sharing is not possible on a MIG node"
@@ -78,31 +80,16 @@ class LabelIndex:
 
 
 def _requirement_mask(index: LabelIndex, req: Requirement) -> BoolArray:
-    op = req.operator
-    if op == "In":
+    """The nodes whose labels satisfy ``req`` (:func:`kai.scheduler.selectors.value_matches`,
+    evaluated once per distinct value of the label)."""
+    if req.operator == "In":  # the common case, without a Python call per node
         return index.isin(req.key, req.values)
-    if op == "NotIn":
-        return ~index.isin(req.key, req.values)
-    if op == "Exists":
-        return index.has(req.key)
-    if op == "DoesNotExist":
-        return ~index.has(req.key)
-    if op in ("Gt", "Lt"):
-        try:
-            bound = int(req.values[0])
-        except (IndexError, ValueError):
-            return np.zeros(len(index.values(req.key)), dtype=bool)
-        out = []
-        for value in index.values(req.key):
-            try:
-                number = int(value) if value is not None else None
-            except ValueError:
-                number = None
-            out.append(number is not None and (number > bound if op == "Gt" else number < bound))
-        return np.array(out, dtype=bool)
-    raise ValueError(
-        f"node affinity operator {op!r} is not one of In, NotIn, Exists, DoesNotExist, Gt, Lt"
-    )
+    values = index.values(req.key)
+    verdict: dict[str | None, bool] = {}
+    for value in values:
+        if value not in verdict:
+            verdict[value] = value_matches(req, value)
+    return np.fromiter((verdict[v] for v in values), dtype=bool, count=len(values))
 
 
 def affinity_mask(

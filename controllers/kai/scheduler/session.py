@@ -18,6 +18,7 @@ from kai.scheduler.fairshare.proportion import Proportion
 from kai.scheduler.fairshare.resources import Vector
 from kai.scheduler.framework import Registry
 from kai.scheduler.gpu_sharing import new_device_id
+from kai.scheduler.host_ports import HostPorts
 from kai.scheduler.jobs import ACTIVE, JobInfo, TaskInfo, build_subgroup_tree
 from kai.scheduler.nodes import NodeTable
 from kai.scheduler.ordering import task_order_key
@@ -107,6 +108,8 @@ class Session:
             t.spec.pod_affinity or t.spec.pod_anti_affinity for t in self.tasks.values()
         )
         self.placed_pods = PlacedPods()
+        self.uses_host_ports = any(t.spec.host_ports for t in self.tasks.values())
+        self.host_ports = HostPorts()
         self._place_initial_tasks()
         self.proportion = self._build_proportion()
         self.engine = PlacementEngine(self, self.registry)
@@ -278,6 +281,8 @@ class Session:
         task.status, task.node, task.gpu_groups = status, node, gpu_groups
         if self.uses_pod_affinity and old_node != node:
             self.placed_pods.move(task.spec, old_node, node)
+        if self.uses_host_ports and old_node != node and task.spec.host_ports:
+            self.host_ports.move(task.spec, old_node, node)
         if node >= 0:
             self._charge(task, status, node, gpu_groups, +1)
             if queues and status in ACTIVE:

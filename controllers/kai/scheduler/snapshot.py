@@ -106,12 +106,16 @@ class Taint:
 class PodAffinityTerm:
     """A required (anti-)affinity term.
 
-    The task must (must not) share the ``topology_key`` domain with a placed pod whose labels
-    include ``match_labels``.
+    The task must (must not) share the ``topology_key`` domain with a placed pod that the
+    term's label selector selects: every ``match_labels`` pair and every ``match_expressions``
+    requirement (In, NotIn, Exists, DoesNotExist) hold. ``selects_nothing``: the term has no
+    label selector at all, which in Kubernetes selects no pod (an empty one selects all).
     """
 
     topology_key: str
     match_labels: tuple[tuple[str, str], ...]
+    match_expressions: tuple[Requirement, ...] = ()
+    selects_nothing: bool = False
 
 
 @dataclass(frozen=True)
@@ -147,6 +151,8 @@ class TaskSpec:
     pod_anti_affinity: tuple[PodAffinityTerm, ...] = ()
     created_at: float = 0.0
     namespace: str = ""
+    # (protocol, hostIP, hostPort) of every container port with a hostPort; "" = every address
+    host_ports: tuple[tuple[str, str, int], ...] = ()
 
 
 @dataclass

@@ -28,6 +28,7 @@ from datetime import UTC, datetime
 from fractions import Fraction
 from typing import Any
 
+from kai.api.pod_requests import effective_requests, is_sidecar
 from kai.api.quantity import QuantityError, parse_quantity
 from kai.kube.client import ApiError, Kube, KubeError
 from kai.kube.informer import Informer
@@ -53,9 +54,9 @@ def fake_gpu_uuid(node: str, group: str) -> str:
 
 
 def pod_requests(pod: dict[str, Any]) -> dict[str, Fraction]:
-    """What a kubelet admits a pod for: containers summed (a limit without a request is the
-    request), each init container max'ed against that, plus ``spec.overhead``, plus one
-    ``pods``. Raises :class:`QuantityError` naming the field."""
+    """What a kubelet admits a pod for: containers and native sidecars summed (a limit without
+    a request is the request), each other init container max'ed against that, plus
+    ``spec.overhead``, plus one ``pods``. Raises :class:`QuantityError` naming the field."""
     spec = pod.get("spec") or {}
 
     def of(container: dict[str, Any], where: str) -> dict[str, Fraction]:
@@ -70,13 +71,14 @@ def pod_requests(pod: dict[str, Any]) -> dict[str, Fraction]:
                 raise QuantityError(f"{where}.resources.requests.{key}: {exc}") from exc
         return out
 
-    total: dict[str, Fraction] = {}
-    for i, container in enumerate(spec.get("containers") or []):
-        for key, value in of(container, f"spec.containers[{i}]").items():
-            total[key] = total.get(key, Fraction(0)) + value
-    for i, container in enumerate(spec.get("initContainers") or []):
-        for key, value in of(container, f"spec.initContainers[{i}]").items():
-            total[key] = max(total.get(key, Fraction(0)), value)
+    total = effective_requests(
+        (of(c, f"spec.containers[{i}]") for i, c in enumerate(spec.get("containers") or [])),
+        (
+            (of(c, f"spec.initContainers[{i}]"), is_sidecar(c))
+            for i, c in enumerate(spec.get("initContainers") or [])
+        ),
+        Fraction(0),
+    )
     for key, value in (spec.get("overhead") or {}).items():
         try:
             total[key] = total.get(key, Fraction(0)) + parse_quantity(value)

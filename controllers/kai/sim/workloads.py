@@ -2,8 +2,10 @@
 
 Queues and namespaces follow ``examples/gitops``: single-GPU pods, fractional-GPU pods (notebooks,
 online evaluation) and gang Jobs (``kai.scheduler/batch-min-member``) spread over the leaf
-queues. There is no Job controller in the embedded cluster, so :func:`submit_job` plays it: it
-creates the Job and then its pods, owned by the Job, as the controller would.
+queues. Where a Job controller runs (a real cluster, or ``kai up``'s embedded server with its
+workload controllers) :func:`submit_job` creates only the Job and the controller makes the pods;
+on an embedded server without controllers it plays the controller: it creates the Job and then
+its pods, owned by the Job.
 """
 
 from __future__ import annotations
@@ -67,7 +69,7 @@ def ensure_namespace(kube: Kube, name: str) -> None:
     )
 
 
-def submit_job(
+def submit_job(  # noqa: PLR0913  one keyword (defaulted) per Job field it writes
     kube: Kube,
     name: str,
     namespace: str,
@@ -79,8 +81,20 @@ def submit_job(
     duration: float | None = None,
     priority_class: str | None = None,
     scheduler_name: str = "kai-scheduler",
+    job_controller: bool = False,
 ) -> list[str]:
-    """Create a batch/v1 Job and its ``pods`` pods (as the Job controller would)."""
+    """Create a batch/v1 Job and, unless a ``job_controller`` runs on the server, its ``pods``
+    pods (as the Job controller would); returns the names of the pods created here."""
+    template = pod_manifest(
+        "",
+        namespace,
+        queue,
+        gpus=gpus_per_pod,
+        duration=duration,
+        priority_class=priority_class,
+        scheduler_name=scheduler_name,
+    )
+    del template["metadata"]["name"], template["metadata"]["namespace"]
     annotations = {"kai.scheduler/batch-min-member": str(min_member)} if min_member else {}
     job = {
         "apiVersion": "batch/v1",
@@ -94,17 +108,12 @@ def submit_job(
         "spec": {
             "parallelism": pods,
             "completions": pods,
-            "template": {
-                "metadata": {"labels": {QUEUE_LABEL: queue}},
-                "spec": {
-                    "schedulerName": scheduler_name,
-                    "restartPolicy": "Never",
-                    "containers": [{"name": "main", "image": "busybox:1.36"}],
-                },
-            },
+            "template": {"metadata": template["metadata"], "spec": template["spec"]},
         },
     }
     stored, _ = create_or_get(kube, JOBS, job)
+    if job_controller:
+        return []
     uid = stored["metadata"]["uid"]
     names = []
     for index in range(pods):
@@ -139,8 +148,9 @@ def submit_job(
 class Mix:
     """What :func:`submit_sample_mix` created."""
 
-    pods: list[tuple[str, str]]  # (namespace, name) of every pod
+    pods: list[tuple[str, str]]  # (namespace, name) of every pod created here
     jobs: list[tuple[str, str]]
+    job_pods: int = 0  # pods the Jobs' controller creates (not in ``pods``)
 
 
 # (namespace, leaf queue) pairs from examples/gitops
@@ -164,6 +174,7 @@ def submit_sample_mix(
     durations: tuple[float, float] | None = (60.0, 600.0),
     scheduler_name: str = "kai-scheduler",
     mig: bool = False,
+    job_controller: bool = False,
 ) -> Mix:
     """Per ``scale`` unit (about 16 nodes x 8 GPUs): 12 single-GPU pods, 8 fractional pods and
     3 gang Jobs over the example queues (and 4 MIG-instance pods with ``mig``)."""
@@ -178,6 +189,7 @@ def submit_sample_mix(
         ensure_namespace(kube, ns)
     pods: list[tuple[str, str]] = []
     jobs: list[tuple[str, str]] = []
+    job_pods = 0
     for unit in range(scale):
         for i in range(12):
             ns, queue = TEAMS[i % 4]
@@ -224,8 +236,10 @@ def submit_sample_mix(
                 min_member=size,
                 duration=duration(),
                 scheduler_name=scheduler_name,
+                job_controller=job_controller,
             )
             jobs.append((ns, name))
+            job_pods += size if job_controller else 0
             pods.extend((ns, p) for p in created)
         for i in range(4 if mig else 0):
             name = f"mig-{unit}-{i}"
@@ -240,4 +254,4 @@ def submit_sample_mix(
             body["spec"]["containers"][0]["resources"]["limits"] = {"nvidia.com/mig-1g.10gb": "1"}
             create_if_absent(kube, PODS, body)
             pods.append(("online-eval", name))
-    return Mix(pods=pods, jobs=jobs)
+    return Mix(pods=pods, jobs=jobs, job_pods=job_pods)

@@ -84,7 +84,9 @@ def test_statuses_capacity_and_problems() -> None:
     tasks = {t.name: t for t in job.tasks}
     assert tasks["running"].status is TaskStatus.RUNNING and tasks["running"].node == "n0"
     assert tasks["binding"].status is TaskStatus.BINDING and tasks["binding"].node == "n1"
-    assert set(tasks) == {"running", "binding"}
+    # a Succeeded pod stays in its gang, holding nothing (a finishing gang is not stale)
+    assert tasks["done"].status is TaskStatus.SUCCEEDED and tasks["done"].node is None
+    assert set(tasks) == {"running", "binding", "done"}
     nodes = {n.name: n for n in snap.nodes}
     assert nodes["n0"].gpus == 8 - 3  # the orphan still holds its GPUs
     assert nodes["n1"].gpus == 8 - 1  # so does the other scheduler's pod
@@ -183,4 +185,5 @@ def test_a_reservation_pod_holds_its_gpu_until_it_is_gone() -> None:
     assert nodes["n1"].gpus == 8 - 1
     assert nodes["n0"].max_pods == 110 - 3  # every reservation pod takes a pod slot
     (job,) = built.snapshot.jobs
-    assert [t.gpu_groups for t in job.tasks] == [("live",)]
+    # the finished pod is a Succeeded task that holds no GPU group
+    assert [(t.name, t.gpu_groups) for t in job.tasks] == [("half", ("live",)), ("finished", ())]

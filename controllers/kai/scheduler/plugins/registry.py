@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from kai.scheduler.framework import Registry
 from kai.scheduler.plugins.gpu_rules import GPU_RULES
+from kai.scheduler.plugins.host_ports import HOST_PORTS_FILTER
 from kai.scheduler.plugins.node_affinity import NODE_AFFINITY_FILTER
 from kai.scheduler.plugins.node_readiness import NODE_READINESS
 from kai.scheduler.plugins.node_scores import (
@@ -28,6 +29,7 @@ DEFAULT_REGISTRY = Registry(
         TAINTS,
         NODE_AFFINITY_FILTER,
         POD_AFFINITY_FILTER,
+        HOST_PORTS_FILTER,
         GPU_RULES,
     ),
     scorers=(

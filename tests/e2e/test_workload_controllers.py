@@ -1,0 +1,266 @@
+"""The embedded API server's workload controllers against kube-controller-manager: the same
+tests run on the embedded server (``workload_controllers=True``) and unchanged on the real
+control plane (fixture ``real_cluster``; skipped where absent). There is no kubelet on either:
+the tests set pod phases as one would."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from helpers.polling import eventually
+from kai.kube.client import Kube
+from kai.kube.resources import JOBS, NAMESPACES, PODS, Resource
+from kube_emulator import ApiServer
+
+DEPLOYMENTS = Resource("apps", "v1", "deployments", True, "Deployment")
+REPLICASETS = Resource("apps", "v1", "replicasets", True, "ReplicaSet")
+STATEFULSETS = Resource("apps", "v1", "statefulsets", True, "StatefulSet")
+CONTAINERS = [{"name": "main", "image": "busybox:1.36"}]
+
+
+@pytest.fixture(scope="module", params=["embedded", "real"])
+def kube(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Kube]:
+    if request.param == "real":
+        kubeconfig = str(request.getfixturevalue("real_cluster").kubeconfig)
+        client = Kube.from_kubeconfig(kubeconfig)
+        yield client
+        client.close()
+        return
+    server = ApiServer(workload_controllers=True).start()
+    path: Path = server.write_kubeconfig(tmp_path_factory.mktemp("wc") / "kubeconfig")
+    client = Kube.from_kubeconfig(str(path))
+    try:
+        yield client
+    finally:
+        client.close()
+        server.stop()
+
+
+@pytest.fixture
+def ns(kube: Kube) -> Iterator[str]:
+    name = f"wc-{uuid.uuid4().hex[:8]}"
+    kube.create(NAMESPACES, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}})
+    yield name
+    kube.delete(NAMESPACES, name)
+
+
+def pods_of(kube: Kube, ns: str, selector: str | None = None) -> list[dict[str, Any]]:
+    items = kube.list(PODS, ns, label_selector=selector)["items"]
+    return sorted(items, key=lambda p: p["metadata"]["name"])
+
+
+def set_phase(kube: Kube, pod: dict[str, Any], phase: str, ready: bool = False) -> None:
+    status: dict[str, Any] = {"phase": phase}
+    if phase == "Running":
+        status["conditions"] = [
+            {"type": "Ready", "status": "True" if ready else "False"},
+            {"type": "PodScheduled", "status": "True"},
+        ]
+    md = pod["metadata"]
+    kube.patch(PODS, md["name"], {"status": status}, md["namespace"], sub="status")
+
+
+def condition(obj: dict[str, Any], ctype: str) -> dict[str, Any] | None:
+    for cond in (obj.get("status") or {}).get("conditions") or []:
+        if cond.get("type") == ctype and cond.get("status") == "True":
+            return dict(cond)
+    return None
+
+
+def job(name: str, ns: str, **spec: Any) -> dict[str, Any]:
+    return {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {"name": name, "namespace": ns},
+        "spec": {
+            **spec,
+            "template": {
+                "metadata": {"labels": {"app": name}},
+                "spec": {"restartPolicy": "Never", "containers": CONTAINERS},
+            },
+        },
+    }
+
+
+def test_job_runs_parallelism_pods_until_completions_succeeded(kube: Kube, ns: str) -> None:
+    created = kube.create(JOBS, job("train", ns, parallelism=2, completions=3), ns)
+    uid = created["metadata"]["uid"]
+    assert created["spec"]["selector"] == {
+        "matchLabels": {"batch.kubernetes.io/controller-uid": uid}
+    }
+    assert created["spec"]["backoffLimit"] == 6
+    assert created["spec"]["completionMode"] == "NonIndexed"
+    first = eventually(lambda: len(pods_of(kube, ns)) == 2 and pods_of(kube, ns))
+    for pod in first:
+        md = pod["metadata"]
+        assert md["name"].startswith("train-") and len(md["name"]) == len("train-") + 5
+        assert md["labels"] == {
+            "app": "train",
+            "batch.kubernetes.io/controller-uid": uid,
+            "batch.kubernetes.io/job-name": "train",
+            "controller-uid": uid,
+            "job-name": "train",
+        }
+        assert md["ownerReferences"] == [
+            {
+                "apiVersion": "batch/v1",
+                "kind": "Job",
+                "name": "train",
+                "uid": uid,
+                "controller": True,
+                "blockOwnerDeletion": True,
+            }
+        ]
+        assert md["finalizers"] == ["batch.kubernetes.io/job-tracking"]
+        set_phase(kube, pod, "Succeeded")
+    eventually(lambda: len(pods_of(kube, ns)) == 3)
+    third = [
+        p
+        for p in pods_of(kube, ns)
+        if p["metadata"]["name"] not in {q["metadata"]["name"] for q in first}
+    ]
+    assert len(third) == 1
+    set_phase(kube, third[0], "Succeeded")
+    done = eventually(
+        lambda: condition(kube.get(JOBS, "train", ns), "Complete") and kube.get(JOBS, "train", ns),
+        timeout=30,
+    )
+    assert done["status"]["succeeded"] == 3
+    assert "active" not in done["status"]
+    assert done["status"].get("completionTime")
+    assert condition(done, "SuccessCriteriaMet")
+    eventually(lambda: all(not p["metadata"].get("finalizers") for p in pods_of(kube, ns)))
+
+
+def test_indexed_job_pods_carry_their_completion_index(kube: Kube, ns: str) -> None:
+    kube.create(JOBS, job("idx", ns, parallelism=2, completions=2, completionMode="Indexed"), ns)
+    pods = eventually(lambda: len(pods_of(kube, ns)) == 2 and pods_of(kube, ns))
+    by_index = {
+        p["metadata"]["annotations"]["batch.kubernetes.io/job-completion-index"]: p for p in pods
+    }
+    assert sorted(by_index) == ["0", "1"]
+    for index, pod in by_index.items():
+        assert pod["metadata"]["name"].startswith(f"idx-{index}-")
+        assert pod["metadata"]["labels"]["batch.kubernetes.io/job-completion-index"] == index
+        assert pod["spec"]["hostname"] == f"idx-{index}"
+        set_phase(kube, pod, "Succeeded")
+    done = eventually(
+        lambda: condition(kube.get(JOBS, "idx", ns), "Complete") and kube.get(JOBS, "idx", ns),
+        timeout=30,
+    )
+    assert done["status"]["completedIndexes"] == "0,1"  # "0-2" from three on
+
+
+def test_job_fails_once_its_backoff_limit_is_exceeded(kube: Kube, ns: str) -> None:
+    kube.create(JOBS, job("flaky", ns, parallelism=1, completions=1, backoffLimit=0), ns)
+    pod = eventually(lambda: pods_of(kube, ns) and pods_of(kube, ns)[0])
+    set_phase(kube, pod, "Failed")
+    failed = eventually(lambda: condition(kube.get(JOBS, "flaky", ns), "Failed"), timeout=30)
+    assert failed["reason"] == "BackoffLimitExceeded"
+    assert kube.get(JOBS, "flaky", ns)["status"]["failed"] == 1
+
+
+def test_deployment_makes_a_replicaset_per_template_and_scales_it(kube: Kube, ns: str) -> None:
+    kube.create(
+        DEPLOYMENTS,
+        {
+            "apiVersion": "apps/v1",
+            "kind": "Deployment",
+            "metadata": {"name": "web", "namespace": ns},
+            "spec": {
+                "replicas": 2,
+                "selector": {"matchLabels": {"app": "web"}},
+                "template": {
+                    "metadata": {"labels": {"app": "web"}},
+                    "spec": {"containers": CONTAINERS},
+                },
+            },
+        },
+        ns,
+    )
+    rs = eventually(
+        lambda: kube.list(REPLICASETS, ns)["items"] and kube.list(REPLICASETS, ns)["items"][0]
+    )
+    digest = rs["metadata"]["labels"]["pod-template-hash"]
+    assert rs["metadata"]["name"] == f"web-{digest}"
+    assert len(digest) >= 8 and all(c in "bcdfghjklmnpqrstvwxz2456789" for c in digest)
+    assert rs["spec"]["selector"]["matchLabels"] == {"app": "web", "pod-template-hash": digest}
+    assert rs["metadata"]["ownerReferences"][0]["kind"] == "Deployment"
+    pods = eventually(lambda: len(pods_of(kube, ns)) == 2 and pods_of(kube, ns))
+    for pod in pods:
+        assert pod["metadata"]["name"].startswith(f"web-{digest}-")
+        assert pod["metadata"]["labels"] == {"app": "web", "pod-template-hash": digest}
+        assert pod["metadata"]["ownerReferences"][0]["name"] == f"web-{digest}"
+    kube.patch(DEPLOYMENTS, "web", {"spec": {"replicas": 3}}, ns)
+    eventually(lambda: len(pods_of(kube, ns)) == 3)
+
+
+def test_replicaset_replaces_a_deleted_pod(kube: Kube, ns: str) -> None:
+    kube.create(
+        REPLICASETS,
+        {
+            "apiVersion": "apps/v1",
+            "kind": "ReplicaSet",
+            "metadata": {"name": "rs", "namespace": ns},
+            "spec": {
+                "replicas": 2,
+                "selector": {"matchLabels": {"app": "rs"}},
+                "template": {
+                    "metadata": {"labels": {"app": "rs"}},
+                    "spec": {"containers": CONTAINERS},
+                },
+            },
+        },
+        ns,
+    )
+    pods = eventually(lambda: len(pods_of(kube, ns)) == 2 and pods_of(kube, ns))
+    kube.delete(PODS, pods[0]["metadata"]["name"], ns)
+    names = {p["metadata"]["name"] for p in pods}
+    eventually(
+        lambda: (
+            len(pods_of(kube, ns)) == 2
+            and {p["metadata"]["name"] for p in pods_of(kube, ns)} != names
+        )
+    )
+
+
+def test_statefulset_creates_ordinals_in_order(kube: Kube, ns: str) -> None:
+    kube.create(
+        STATEFULSETS,
+        {
+            "apiVersion": "apps/v1",
+            "kind": "StatefulSet",
+            "metadata": {"name": "db", "namespace": ns},
+            "spec": {
+                "replicas": 2,
+                "serviceName": "db",
+                "selector": {"matchLabels": {"app": "db"}},
+                "template": {
+                    "metadata": {"labels": {"app": "db"}},
+                    "spec": {"containers": CONTAINERS},
+                },
+            },
+        },
+        ns,
+    )
+    first = eventually(lambda: pods_of(kube, ns) and pods_of(kube, ns))
+    assert [p["metadata"]["name"] for p in first] == ["db-0"]
+    pod = first[0]
+    labels = pod["metadata"]["labels"]
+    assert labels["apps.kubernetes.io/pod-index"] == "0"
+    assert labels["statefulset.kubernetes.io/pod-name"] == "db-0"
+    assert labels["controller-revision-hash"].startswith("db-")
+    assert (pod["spec"]["hostname"], pod["spec"]["subdomain"]) == ("db-0", "db")
+    set_phase(kube, pod, "Running", ready=False)
+    with pytest.raises(AssertionError):  # OrderedReady: db-1 waits for db-0 to be Ready
+        eventually(lambda: len(pods_of(kube, ns)) == 2, timeout=2)
+    set_phase(kube, pod, "Running", ready=True)
+    pods = eventually(lambda: len(pods_of(kube, ns)) == 2 and pods_of(kube, ns))
+    assert [p["metadata"]["name"] for p in pods] == ["db-0", "db-1"]
