@@ -23,7 +23,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--default-priorities-config-map",
         metavar="NAMESPACE/NAME",
         help="ConfigMap whose key 'types' gives per-kind default priority classes "
-        "(JSON list of {typeName, group, priorityName, preemptibility}; default: none)",
+        "(JSON list of {typeName, group, priorityName, preemptibility}) (default: none)",
     )
 
 
