@@ -41,7 +41,7 @@ class OwnerReader:
     def _resource(self, api_version: str, kind: str) -> tuple[str, bool]:
         with self._lock:
             known = self._plurals.get(api_version)
-        if known is None:
+        if known is None or kind not in known:  # read again: a CRD may have come since
             path = "/api/v1" if api_version == "v1" else f"/apis/{api_version}"
             try:
                 listing = self.kube.request("GET", path)
