@@ -44,16 +44,20 @@ class GroupingError(ValueError):
     """A workload the pod-grouper cannot group; the message names the object and the field."""
 
 
-def md(obj: Mapping[str, Any]) -> dict[str, Any]:
-    return dict(obj.get("metadata") or {})
+_EMPTY: Mapping[str, Any] = {}
 
 
-def labels_of(obj: Mapping[str, Any]) -> dict[str, str]:
-    return dict(md(obj).get("labels") or {})
+def md(obj: Mapping[str, Any]) -> Mapping[str, Any]:
+    """The object's metadata (not a copy: read only)."""
+    return obj.get("metadata") or _EMPTY
 
 
-def annotations_of(obj: Mapping[str, Any]) -> dict[str, str]:
-    return dict(md(obj).get("annotations") or {})
+def labels_of(obj: Mapping[str, Any]) -> Mapping[str, str]:
+    return md(obj).get("labels") or _EMPTY
+
+
+def annotations_of(obj: Mapping[str, Any]) -> Mapping[str, str]:
+    return md(obj).get("annotations") or _EMPTY
 
 
 def describe(obj: Mapping[str, Any]) -> str:

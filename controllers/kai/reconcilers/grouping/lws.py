@@ -58,7 +58,7 @@ def leader_worker_set(chain: Chain) -> Plan:
         return plan
     plan.min_member = size
     policy = template.get("subGroupPolicy") or {}
-    worker_annotations = annotations_of(template.get("workerTemplate") or {})
+    worker_annotations = dict(annotations_of(template.get("workerTemplate") or {}))
     raw_size = policy.get("subGroupSize")
     if raw_size is not None:
         worker_annotations[SEGMENT_SIZE] = str(raw_size)
