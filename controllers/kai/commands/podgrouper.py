@@ -1,5 +1,5 @@
-"""``kai podgrouper``: a PodGroup per bare pod and per batch/v1 Job, until SIGTERM
-(see kai.reconcilers.podgrouper)."""
+"""``kai podgrouper``: a PodGroup for every pod of the scheduler, grouped by its top owner's
+kind (docs/workloads.md), until SIGTERM (see kai.reconcilers.podgrouper)."""
 
 from __future__ import annotations
 
@@ -19,11 +19,21 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="KEY",
         help="label naming a workload's queue (default: kai.scheduler/queue)",
     )
+    parser.add_argument(
+        "--default-priorities-config-map",
+        metavar="NAMESPACE/NAME",
+        help="ConfigMap whose key 'types' gives per-kind default priority classes "
+        "(JSON list of {typeName, group, priorityName, preemptibility}) (default: none)",
+    )
 
 
 def run(args: argparse.Namespace) -> int:
     from kai.commands.scheduler import run_live
 
     return run_live(
-        args, "podgrouper", grouper_workers=args.workers, queue_label=args.queue_label_key
+        args,
+        "podgrouper",
+        grouper_workers=args.workers,
+        queue_label=args.queue_label_key,
+        default_priorities=args.default_priorities_config_map,
     )

@@ -1,89 +1,80 @@
-"""A minimal pod-grouper: a PodGroup for every bare pod and every batch/v1 Job.
+"""The pod-grouper: every pod of ``kai-scheduler`` gets a PodGroup decided by its top owner.
 
-Rules:
+The loop (this module): a pod event queues the pod; the worker skips pods it must leave alone
+(another scheduler, ``kai.scheduler/skip-podgrouper: "true"`` on the pod or any owner, a pod
+that already names a PodGroup other than the one it would create: a user-managed PodGroup),
+walks the pod's owners through the API (:mod:`kai.reconcilers.grouping.owners`, cached), asks
+the grouper of the top owner's kind for a plan (:mod:`kai.reconcilers.grouping`, one module
+per workload family; docs/workloads.md lists them) and writes the PodGroup, then the pod's
+``pod-group-name`` annotation and ``kai.scheduler/subgroup-name`` label.
 
-- a bare pod: ``pg-<pod>-<podUID>``, minMember 1; a bare pod that already carries the
-  ``pod-group-name`` annotation is user-managed and left alone;
-- a batch/v1 Job: ONE PodGroup ``pg-<job>-<jobUID>`` for all its pods, minMember from the Job's
-  annotation ``kai.scheduler/batch-min-member`` (a gang) else 1;
-- any other owner: one PodGroup for the (first) owner, minMember 1 (full integrations are
-  issue 7's business);
-- queue: label ``kai.scheduler/queue`` of the top owner, else of the pod, else label
-  ``project``, else the queue whose QueueTree lists the pod's namespace (the Queues'
-  ``gitops.kai.scheduler/namespaces`` annotation, :mod:`kai.api.namespace_queues`), else
-  ``default-queue``; once created, the PodGroup's queue is never changed;
-- priorityClassName: top owner label ``priorityClassName``, pod label, ``spec.priorityClassName``,
-  else ``train``; preemptibility: label ``kai.scheduler/preemptibility`` (owner, then pod);
-- topology: top owner annotations ``kai.scheduler/topology[-required|-preferred-placement]``.
-
-The pod then gets the ``pod-group-name`` annotation. A malformed workload (bad min-member,
-bad preemptibility) gets a ``PodGrouperWarning`` Event and no PodGroup.
+On update the PodGroup keeps its queue, markUnschedulable, schedulingBackoff and labels as
+created (the queue is immutable, as in KAI) and an existing topologyConstraint when the
+workload names none; minMember, minSubGroup, subGroups, priority class and preemptibility
+follow the workload. A malformed workload gets a ``PodGrouperWarning`` Event and no PodGroup;
+an owner kind no grouper knows gets one PodGroup per top owner and a Warning Event on that
+owner saying so.
 """
 
 from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Hashable
+from collections.abc import Hashable, Mapping
 from typing import Any, cast
 
-from kai.api.namespace_queues import NamespaceQueues, from_queues, resolve_queue
+from kai.api.namespace_queues import NamespaceQueues, from_queues
 from kai.kube.client import ApiError, Kube, KubeError
 from kai.kube.events import EventRecorder
 from kai.kube.informer import Informer
-from kai.kube.resources import PODGROUPS, PODS
+from kai.kube.resources import CONFIGMAPS, PODGROUPS, PODS
 from kai.kube.workqueue import WorkQueue
 from kai.kube.writes import create_or_get, patch_if_changed
+from kai.reconcilers.grouping import (
+    Chain,
+    GroupingError,
+    KindDefault,
+    Settings,
+    manifest,
+    parse_default_priorities,
+    plan_for,
+)
+from kai.reconcilers.grouping.base import (
+    BATCH_MIN_MEMBER,
+    DEFAULT_QUEUE,
+    PREEMPTIBILITY_LABEL,
+    QUEUE_LABEL,
+    SKIP_ANNOTATION,
+    SUBGROUP_LABEL,
+    TOP_OWNER_METADATA,
+    TOPOLOGY,
+    TOPOLOGY_PREFERRED,
+    TOPOLOGY_REQUIRED,
+    annotations_of,
+    describe,
+    labels_of,
+)
+from kai.reconcilers.grouping.owners import OwnerMissing, OwnerReader
 from kai.reconcilers.snapshot_builder import POD_GROUP_ANNOTATION, RESERVATION_NAMESPACE
 
 log = logging.getLogger("kai.podgrouper")
 
-QUEUE_LABEL = "kai.scheduler/queue"
-PREEMPTIBILITY_LABEL = "kai.scheduler/preemptibility"
-BATCH_MIN_MEMBER = "kai.scheduler/batch-min-member"
-TOP_OWNER_METADATA = "kai.scheduler/top-owner-metadata"
-TOPOLOGY = "kai.scheduler/topology"
-TOPOLOGY_REQUIRED = "kai.scheduler/topology-required-placement"
-TOPOLOGY_PREFERRED = "kai.scheduler/topology-preferred-placement"
-DEFAULT_QUEUE = "default-queue"
-DEFAULT_PRIORITY_CLASS = "train"
+__all__ = [
+    "BATCH_MIN_MEMBER",
+    "DEFAULT_QUEUE",
+    "PREEMPTIBILITY_LABEL",
+    "QUEUE_LABEL",
+    "TOPOLOGY",
+    "TOPOLOGY_PREFERRED",
+    "TOPOLOGY_REQUIRED",
+    "TOP_OWNER_METADATA",
+    "GroupingError",
+    "PodGrouper",
+    "podgroup_for",
+]
 
-
-class GroupingError(ValueError):
-    pass
-
-
-def _labels(obj: dict[str, Any]) -> dict[str, str]:
-    return dict((obj.get("metadata") or {}).get("labels") or {})
-
-
-def _annotations(obj: dict[str, Any]) -> dict[str, str]:
-    return dict((obj.get("metadata") or {}).get("annotations") or {})
-
-
-def _batch_min_member(annotations: dict[str, str]) -> int:
-    """A batch Job's gang size from its annotation (1 without it)."""
-    if BATCH_MIN_MEMBER not in annotations:
-        return 1
-    raw = annotations[BATCH_MIN_MEMBER]
-    try:
-        min_member = int(raw)
-    except ValueError as exc:
-        raise GroupingError(
-            f"annotation {BATCH_MIN_MEMBER}={raw!r}: must be a positive integer"
-        ) from exc
-    if min_member < 1:
-        raise GroupingError(f"annotation {BATCH_MIN_MEMBER}={raw!r}: must be a positive integer")
-    return min_member
-
-
-def _topology_constraint(annotations: dict[str, str]) -> dict[str, str]:
-    constraint = {"topology": annotations[TOPOLOGY]}
-    if annotations.get(TOPOLOGY_REQUIRED):
-        constraint["requiredTopologyLevel"] = annotations[TOPOLOGY_REQUIRED]
-    if annotations.get(TOPOLOGY_PREFERRED):
-        constraint["preferredTopologyLevel"] = annotations[TOPOLOGY_PREFERRED]
-    return constraint
+#: spec fields that follow the workload on update (the rest stay as created)
+_FOLLOW = ("minMember", "minSubGroup", "subGroups", "priorityClassName", "preemptibility")
 
 
 def podgroup_for(
@@ -92,80 +83,13 @@ def podgroup_for(
     queue_label: str = QUEUE_LABEL,
     namespaces: NamespaceQueues | None = None,
 ) -> dict[str, Any]:
-    """The PodGroup a pod belongs to (``owner`` = its top owner object, None for a bare pod;
-    ``queue_label`` = the label naming the queue, KAI's ``queueLabelKey``; ``namespaces``: the
-    namespace -> queue bindings of the QueueTrees)."""
-    pmd = pod["metadata"]
-    top = owner if owner is not None else pod
-    tmd = top["metadata"]
-    top_labels, pod_labels = _labels(top), _labels(pod)
-    name = f"pg-{tmd['name']}-{tmd['uid']}"
-    queue = resolve_queue(
-        pmd["namespace"],
-        pod_labels,
-        top_labels if owner is not None else None,
-        namespaces,
-        queue_label=queue_label,
-        default_queue=DEFAULT_QUEUE,
-    )
-    priority_class = (
-        top_labels.get("priorityClassName")
-        or pod_labels.get("priorityClassName")
-        or (pod.get("spec") or {}).get("priorityClassName")
-        or DEFAULT_PRIORITY_CLASS
-    )
-    preemptibility = top_labels.get(PREEMPTIBILITY_LABEL) or pod_labels.get(PREEMPTIBILITY_LABEL)
-    if preemptibility not in (None, "", "preemptible", "non-preemptible"):
-        raise GroupingError(
-            f"label {PREEMPTIBILITY_LABEL}={preemptibility!r}: "
-            "must be preemptible or non-preemptible"
-        )
-    annotations = _annotations(top)
-    min_member = (
-        _batch_min_member(annotations) if owner is not None and top.get("kind") == "Job" else 1
-    )
-    spec: dict[str, Any] = {
-        "minMember": min_member,
-        "queue": queue,
-        "priorityClassName": priority_class,
-        "markUnschedulable": True,
-        "schedulingBackoff": -1,
-    }
-    if preemptibility:
-        spec["preemptibility"] = preemptibility
-    if annotations.get(TOPOLOGY):
-        spec["topologyConstraint"] = _topology_constraint(annotations)
-    api_version = top.get("apiVersion") or "v1"
-    group, _, version = api_version.rpartition("/")
-    owner_md = (
-        f"name: {tmd['name']}\nuid: {tmd['uid']}\ngroup: {group}\nversion: {version}\n"
-        f"kind: {top.get('kind') or 'Pod'}\n"
-    )
-    return {
-        "apiVersion": PODGROUPS.api_version,
-        "kind": "PodGroup",
-        "metadata": {
-            "name": name[:253],
-            "namespace": pmd["namespace"],
-            "labels": {queue_label: queue},
-            "annotations": {TOP_OWNER_METADATA: owner_md},
-            "ownerReferences": [
-                {
-                    "apiVersion": api_version,
-                    "kind": top.get("kind") or "Pod",
-                    "name": tmd["name"],
-                    "uid": tmd["uid"],
-                    "controller": False,
-                    "blockOwnerDeletion": False,
-                }
-            ],
-        },
-        "spec": spec,
-    }
+    """The PodGroup of a pod whose only owner is ``owner`` (None for a bare pod)."""
+    chain = Chain(pod, [owner] if owner is not None else [])
+    return manifest(chain, plan_for(chain), Settings(queue_label, namespaces))
 
 
 class PodGrouper:
-    def __init__(
+    def __init__(  # noqa: PLR0913
         self,
         kube: Kube,
         pods: Informer,
@@ -178,6 +102,8 @@ class PodGrouper:
         is_leader: Any = None,
         queue_label: str = QUEUE_LABEL,
         queues: Informer | None = None,
+        default_priorities: str | None = None,
+        owner_ttl: float = 10.0,
     ) -> None:
         self.kube = kube
         self.queue_label = queue_label
@@ -188,6 +114,10 @@ class PodGrouper:
         self.podgroups = podgroups
         self.recorder = recorder
         self.scheduler_name = scheduler_name
+        # "namespace/name" of KAI's per-kind default priorities ConfigMap (key "types")
+        self.default_priorities = default_priorities
+        self._kind_defaults: tuple[float, dict[tuple[str, str], KindDefault]] = (-1e9, {})
+        self.owners = OwnerReader(kube, ttl=owner_ttl, local=self._local_owner)
         self.queue = WorkQueue("podgrouper", self._process, workers=workers)
         self._warned: dict[str, str] = {}
         self._waiting_for_owner: dict[str, set[tuple[str, str]]] = {}
@@ -205,12 +135,23 @@ class PodGrouper:
     def stop(self) -> None:
         self.queue.stop()
 
+    def _local_owner(
+        self, api_version: str, kind: str, namespace: str, name: str
+    ) -> dict[str, Any] | None:
+        if api_version == "batch/v1" and kind == "Job":
+            job = self.jobs.get(name, namespace)
+            if job is not None:
+                return {"apiVersion": api_version, "kind": kind, **job}
+        return None
+
     def _wanted(self, pod: dict[str, Any]) -> bool:
         spec = pod.get("spec") or {}
         md = pod.get("metadata") or {}
         if spec.get("schedulerName") != self.scheduler_name:
             return False
         if md.get("namespace") == RESERVATION_NAMESPACE or md.get("deletionTimestamp"):
+            return False
+        if annotations_of(pod).get(SKIP_ANNOTATION) == "true":
             return False
         return (pod.get("status") or {}).get("phase") not in ("Succeeded", "Failed")
 
@@ -220,8 +161,8 @@ class PodGrouper:
         md = pod["metadata"]
         if (
             old is not None
-            and _annotations(old).get(POD_GROUP_ANNOTATION)
-            and _annotations(pod).get(POD_GROUP_ANNOTATION)
+            and annotations_of(old).get(POD_GROUP_ANNOTATION)
+            and annotations_of(pod).get(POD_GROUP_ANNOTATION)
         ):
             return  # grouped already; later pod updates change nothing here
         self.queue.add((md["namespace"], md["name"]))
@@ -246,13 +187,38 @@ class PodGrouper:
             self._bindings = (generation, bindings)
         return bindings
 
-    def _warn(self, pod: dict[str, Any], message: str) -> None:
-        uid = pod["metadata"].get("uid", "")
+    def _defaults(self) -> Mapping[tuple[str, str], KindDefault]:
+        """KAI's per-kind default priorities ConfigMap, read again every 30 s."""
+        import time
+
+        if not self.default_priorities:
+            return {}
+        read_at, defaults = self._kind_defaults
+        now = time.monotonic()
+        if now - read_at < 30:
+            return defaults
+        namespace, _, name = self.default_priorities.rpartition("/")
+        where = f"ConfigMap {self.default_priorities} key types"
+        try:
+            data = self.kube.get(CONFIGMAPS, name, namespace or "kai-scheduler").get("data") or {}
+            defaults = parse_default_priorities(data.get("types") or "[]", where)
+        except ApiError as exc:
+            if exc.status != 404:
+                log.info("podgrouper: %s: %s", where, exc)
+            defaults = {}
+        except GroupingError as exc:
+            log.warning("podgrouper: %s", exc)
+            defaults = {}
+        self._kind_defaults = (now, defaults)
+        return defaults
+
+    def _warn(self, obj: dict[str, Any], message: str, reason: str = "PodGrouperWarning") -> None:
+        uid = obj["metadata"].get("uid", "")
         if self._warned.get(uid) == message:
             return
         self._warned[uid] = message
-        log.warning("pod %s/%s: %s", pod["metadata"]["namespace"], pod["metadata"]["name"], message)
-        self.recorder.event(pod, "Warning", "PodGrouperWarning", message)
+        log.warning("%s: %s", describe(obj), message)
+        self.recorder.event(obj, "Warning", reason, message)
 
     def _process(self, key: Hashable) -> bool:
         ns, name = cast(tuple[str, str], key)
@@ -262,43 +228,75 @@ class PodGrouper:
         pod = self.pods.get(name, ns)
         if pod is None or not self._wanted(pod):
             return True
+        pod = {"apiVersion": "v1", "kind": "Pod", **pod}
+        refs = pod["metadata"].get("ownerReferences") or []
+        if annotations_of(pod).get(POD_GROUP_ANNOTATION) and not refs:
+            return True  # a user-managed PodGroup
+        chain = self._chain(pod)
+        return chain if isinstance(chain, bool) else self._group(chain)
+
+    def _chain(self, pod: dict[str, Any]) -> Chain | bool:
+        """The pod's owner chain, or the worker's answer when there is none to group by."""
         md = pod["metadata"]
         refs = md.get("ownerReferences") or []
-        existing = _annotations(pod).get(POD_GROUP_ANNOTATION)
-        if existing and not refs:
-            return True  # a user-managed PodGroup
-        known, owner = self._owner_of(ns, name, refs)
-        if not known:
-            return False
         try:
-            desired = podgroup_for(pod, owner, self.queue_label, self._namespace_queues())
+            owners = self.owners.chain(pod)
+        except OwnerMissing as exc:
+            self._wait_for_job(pod, refs)
+            log.info("podgrouper %s/%s: %s", md["namespace"], md["name"], exc)
+            return False  # retried with back-off
         except GroupingError as exc:
             self._warn(pod, f"no PodGroup created: {exc}")
             return True
-        return self._write_podgroup(pod, desired)
+        except KubeError as exc:
+            log.info("podgrouper %s/%s: reading owners: %s", md["namespace"], md["name"], exc)
+            return False
+        if any(annotations_of(o).get(SKIP_ANNOTATION) == "true" for o in owners):
+            return True  # an external PodGroup (KAI's skip annotation on an owner)
+        return Chain(pod, owners, self.owners.read, self._pods_matching)
 
-    def _owner_of(
-        self, ns: str, name: str, refs: list[dict[str, Any]]
-    ) -> tuple[bool, dict[str, Any] | None]:
-        """(False, None) while the pod's owning Job is not in the cache yet (its event
-        re-queues the pod); else (True, the owner or None for a bare pod)."""
-        if not refs:
-            return True, None
-        ref = next((r for r in refs if r.get("controller")), refs[0])
-        if ref.get("kind") == "Job" and str(ref.get("apiVersion", "")).startswith("batch/"):
-            owner = self.jobs.get(ref.get("name", ""), ns)
-            if owner is None or owner["metadata"].get("uid") != ref.get("uid"):
-                with self._waiting_lock:  # _on_job re-queues it; back-off retries too
-                    self._waiting_for_owner.setdefault(str(ref.get("uid")), set()).add((ns, name))
-                return False, None
-            return True, owner
-        return True, {
-            "apiVersion": ref.get("apiVersion"),
-            "kind": ref.get("kind"),
-            "metadata": {"name": ref.get("name"), "uid": ref.get("uid")},
-        }
+    def _group(self, chain: Chain) -> bool:
+        pod = chain.pod
+        try:
+            plan = plan_for(chain)
+            settings = Settings(self.queue_label, self._namespace_queues(), self._defaults())
+            desired = manifest(chain, plan, settings)
+        except GroupingError as exc:
+            self._warn(pod, f"no PodGroup created: {exc}")
+            return True
+        existing = annotations_of(pod).get(POD_GROUP_ANNOTATION)
+        if existing and existing != desired["metadata"]["name"]:
+            return True  # the pod names a PodGroup of its own: never overwritten
+        if plan.unknown_kind:
+            self._warn(
+                chain.top,
+                f"the pod-grouper does not know the kind {plan.unknown_kind}: one PodGroup "
+                f"{desired['metadata']['name']} with minMember 1 for all its pods (no gang); "
+                f"set {BATCH_MIN_MEMBER} or create a PodGroup yourself",
+                "PodGrouperUnknownKind",
+            )
+        return self._write_podgroup(pod, desired, plan.subgroup)
 
-    def _write_podgroup(self, pod: dict[str, Any], desired: dict[str, Any]) -> bool:
+    def _wait_for_job(self, pod: dict[str, Any], refs: list[dict[str, Any]]) -> None:
+        ref = next((r for r in refs if r.get("controller")), refs[0] if refs else None)
+        if ref is not None and ref.get("kind") == "Job":
+            md = pod["metadata"]
+            with self._waiting_lock:  # _on_job re-queues it; back-off retries too
+                self._waiting_for_owner.setdefault(str(ref.get("uid")), set()).add(
+                    (md["namespace"], md["name"])
+                )
+
+    def _pods_matching(self, namespace: str, selector: Mapping[str, str]) -> list[dict[str, Any]]:
+        return [
+            p
+            for p in self.pods.items()
+            if p["metadata"].get("namespace") == namespace
+            and all(labels_of(p).get(k) == v for k, v in selector.items())
+        ]
+
+    def _write_podgroup(
+        self, pod: dict[str, Any], desired: dict[str, Any], subgroup: str | None
+    ) -> bool:
         """Create (or bring up to date) the pod's PodGroup and annotate the pod with it."""
         ns, name = pod["metadata"]["namespace"], pod["metadata"]["name"]
         pg_name = desired["metadata"]["name"]
@@ -307,23 +305,24 @@ class PodGrouper:
             if current is None:
                 current, _created = create_or_get(self.kube, PODGROUPS, desired)
             if current is not None:
-                # queue, markUnschedulable and schedulingBackoff stay as created
                 spec = current.get("spec") or {}
-                update = {
-                    k: v
-                    for k, v in desired["spec"].items()
-                    if k in ("minMember", "priorityClassName", "preemptibility")
-                    and spec.get(k) != v
+                want = desired["spec"]
+                update: dict[str, Any] = {
+                    k: want.get(k) for k in _FOLLOW if spec.get(k) != want.get(k)
                 }
+                if "topologyConstraint" in want and spec.get("topologyConstraint") != want.get(
+                    "topologyConstraint"
+                ):
+                    update["topologyConstraint"] = want["topologyConstraint"]
                 if update:
                     patch_if_changed(self.kube, PODGROUPS, current, {"spec": update})
-            if _annotations(pod).get(POD_GROUP_ANNOTATION) != pg_name:
-                patch_if_changed(
-                    self.kube,
-                    PODS,
-                    pod,
-                    {"metadata": {"annotations": {POD_GROUP_ANNOTATION: pg_name}}},
-                )
+            patch: dict[str, Any] = {}
+            if annotations_of(pod).get(POD_GROUP_ANNOTATION) != pg_name:
+                patch["annotations"] = {POD_GROUP_ANNOTATION: pg_name}
+            if subgroup and labels_of(pod).get(SUBGROUP_LABEL) != subgroup:
+                patch["labels"] = {SUBGROUP_LABEL: subgroup}
+            if patch:
+                patch_if_changed(self.kube, PODS, pod, {"metadata": patch})
         except ApiError as exc:
             if exc.status == 422:
                 self._warn(pod, f"PodGroup {pg_name} refused by the API server: {exc.message}")

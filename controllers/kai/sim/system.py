@@ -140,6 +140,8 @@ class SystemOptions:
     binder_workers: int = 16
     grouper_workers: int = 8
     queue_label: str = "kai.scheduler/queue"  # the pod-grouper's queue label key
+    # "namespace/name" of the pod-grouper's per-kind default priorities ConfigMap (KAI's)
+    default_priorities: str | None = None
     components: tuple[str, ...] = ("scheduler", "binder", "podgrouper", "nodes")
     config_map: str = "kai-scheduler/kai-scheduler-config"  # rendered scheduler settings
     # time-based fairshare: none | accounting | prometheus (kai.reconcilers.usage)
@@ -313,6 +315,7 @@ class System:
             workers=o.grouper_workers,
             queue_label=o.queue_label,
             queues=gqueues,
+            default_priorities=o.default_priorities,
         ).start()
         self.stoppers.append(self.grouper.stop)
         self.informers["podgrouper"] = ginformers

@@ -2,18 +2,20 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 from live_helpers import eventually
 
-from kai.kube.client import Kube
+from kai.kube.client import Kube, Resource
 from kai.kube.events import EventRecorder
 from kai.kube.informer import InformerSet
-from kai.kube.resources import EVENTS, JOBS, NAMESPACES, PODGROUPS, PODS, QUEUES
+from kai.kube.resources import CRDS, EVENTS, JOBS, NAMESPACES, PODGROUPS, PODS, QUEUES
 from kai.reconcilers.podgrouper import PodGrouper
-from kai.sim.system import bootstrap
-from kai.sim.workloads import pod_manifest, submit_job
+from kai.sim.system import bootstrap, wait_for_crds
+from kai.sim.workloads import QUEUE_LABEL, pod_manifest, submit_job
 
 
 @pytest.fixture
@@ -152,3 +154,152 @@ def test_namespace_bound_by_a_queue_tree_gives_the_queue(kube: Kube, grouper: Po
 def _pg_of_in(kube: Kube, name: str, namespace: str) -> str | None:
     pod = kube.get(PODS, name, namespace)
     return (pod["metadata"].get("annotations") or {}).get("pod-group-name")
+
+
+def _owned_pod(name: str, owner: dict[str, Any], **kw: Any) -> dict[str, Any]:
+    body = pod_manifest(name, "default", "q", **kw)
+    body["metadata"]["ownerReferences"] = [
+        {
+            "apiVersion": owner["apiVersion"],
+            "kind": owner["kind"],
+            "name": owner["metadata"]["name"],
+            "uid": owner["metadata"]["uid"],
+            "controller": True,
+        }
+    ]
+    return body
+
+
+def _create(kube: Kube, res: Resource, body: dict[str, Any]) -> dict[str, Any]:
+    created = kube.create(res, body)
+    created.setdefault("apiVersion", body["apiVersion"])
+    created.setdefault("kind", body["kind"])
+    return created
+
+
+def test_unknown_owner_kind_one_group_and_a_warning(kube: Kube, grouper: PodGrouper) -> None:
+    frobs = Resource("example.com", "v1", "frobnicators", True, "Frobnicator")
+    kube.create(
+        CRDS,
+        {
+            "apiVersion": "apiextensions.k8s.io/v1",
+            "kind": "CustomResourceDefinition",
+            "metadata": {"name": "frobnicators.example.com"},
+            "spec": {
+                "group": "example.com",
+                "names": {"kind": "Frobnicator", "plural": "frobnicators", "singular": "frob"},
+                "scope": "Namespaced",
+                "versions": [
+                    {
+                        "name": "v1",
+                        "served": True,
+                        "storage": True,
+                        "schema": {
+                            "openAPIV3Schema": {
+                                "type": "object",
+                                "x-kubernetes-preserve-unknown-fields": True,
+                            }
+                        },
+                    }
+                ],
+            },
+        },
+    )
+    wait_for_crds(kube, ["frobnicators.example.com"])
+    frob = _create(
+        kube,
+        frobs,
+        {
+            "apiVersion": "example.com/v1",
+            "kind": "Frobnicator",
+            "metadata": {"name": "frob", "namespace": "default", "labels": {QUEUE_LABEL: "fq"}},
+            "spec": {"workers": 3},
+        },
+    )
+    for i in range(3):
+        kube.create(PODS, _owned_pod(f"frob-{i}", frob))
+    names = {eventually(lambda i=i: _pg_of(kube, f"frob-{i}")) for i in range(3)}
+    assert names == {f"pg-frob-{frob['metadata']['uid']}"}
+    pg = kube.get(PODGROUPS, names.pop(), "default")
+    assert pg["spec"]["queue"] == "fq" and pg["spec"]["minMember"] == 1
+    event = eventually(
+        lambda: next(
+            (
+                e
+                for e in kube.list(EVENTS, "default")["items"]
+                if e["reason"] == "PodGrouperUnknownKind"
+            ),
+            None,
+        )
+    )
+    assert event["involvedObject"]["kind"] == "Frobnicator"
+    assert "example.com/v1/Frobnicator" in event["message"] and "no gang" in event["message"]
+
+
+def test_owned_pods_keep_their_own_podgroup_and_skip_annotation(
+    kube: Kube, grouper: PodGrouper
+) -> None:
+    job = _create(
+        kube,
+        JOBS,
+        {
+            "apiVersion": "batch/v1",
+            "kind": "Job",
+            "metadata": {"name": "mine", "namespace": "default"},
+            "spec": {"template": {"spec": {"containers": [{"name": "c", "image": "x"}]}}},
+        },
+    )
+    kube.create(PODS, _owned_pod("mine-a", job, annotations={"pod-group-name": "user-pg"}))
+    skipped = _create(
+        kube,
+        JOBS,
+        {
+            "apiVersion": "batch/v1",
+            "kind": "Job",
+            "metadata": {
+                "name": "external",
+                "namespace": "default",
+                "annotations": {"kai.scheduler/skip-podgrouper": "true"},
+            },
+            "spec": {"template": {"spec": {"containers": [{"name": "c", "image": "x"}]}}},
+        },
+    )
+    kube.create(PODS, _owned_pod("external-a", skipped))
+    kube.create(PODS, _owned_pod("mine-b", job))  # grouped: proves the grouper has run
+    assert eventually(lambda: _pg_of(kube, "mine-b")) == f"pg-mine-{job['metadata']['uid']}"
+    time.sleep(0.5)
+    assert _pg_of(kube, "mine-a") == "user-pg"
+    assert _pg_of(kube, "external-a") is None
+
+
+def test_deployment_owner_read_through_the_api(kube: Kube, grouper: PodGrouper) -> None:
+    deployments = Resource("apps", "v1", "deployments", True, "Deployment")
+    replicasets = Resource("apps", "v1", "replicasets", True, "ReplicaSet")
+    selector = {"matchLabels": {"app": "web"}}
+    template = {
+        "metadata": {"labels": {"app": "web"}},
+        "spec": {"containers": [{"name": "c", "image": "x"}]},
+    }
+    dep = _create(
+        kube,
+        deployments,
+        {
+            "apiVersion": "apps/v1",
+            "kind": "Deployment",
+            "metadata": {"name": "web", "namespace": "default", "labels": {QUEUE_LABEL: "srv"}},
+            "spec": {"selector": selector, "template": template},
+        },
+    )
+    rs_body: dict[str, Any] = {
+        "apiVersion": "apps/v1",
+        "kind": "ReplicaSet",
+        "metadata": {"name": "web-5d8f", "namespace": "default"},
+        "spec": {"selector": selector, "template": template},
+    }
+    rs_body["metadata"]["ownerReferences"] = _owned_pod("x", dep)["metadata"]["ownerReferences"]
+    rs = _create(kube, replicasets, rs_body)
+    created = kube.create(PODS, _owned_pod("web-5d8f-abcde", rs))
+    pg_name = eventually(lambda: _pg_of(kube, "web-5d8f-abcde"))
+    assert pg_name == f"pg-web-5d8f-abcde-{created['metadata']['uid']}"
+    pg = kube.get(PODGROUPS, pg_name, "default")
+    assert pg["spec"]["priorityClassName"] == "inference" and pg["spec"]["queue"] == "srv"
