@@ -47,6 +47,7 @@ from kai.kube.resources import (
 )
 from kai.kube.writes import create_if_absent, delete_if_present, patch_if_changed
 from kai.metrics import SchedulerMetrics
+from kai.reconcilers.cluster_snapshot import ClusterSnapshot, from_caches
 from kai.reconcilers.snapshot_builder import (
     LAST_START,
     STALE_SINCE,
@@ -56,6 +57,7 @@ from kai.reconcilers.snapshot_builder import (
     parse_time,
 )
 from kai.scheduler.errors import UnsupportedActionError
+from kai.scheduler.reasons import Classified, classify_job, condition_text, gpus_by_queue
 from kai.scheduler.result import BindDecision, SessionResult
 from kai.scheduler.snapshot import (
     ACTIVE_ALLOCATED_STATUSES,
@@ -207,6 +209,32 @@ class Scheduler:
                 except Exception:  # one bad cycle must not end scheduling
                     log.exception("scheduling cycle failed")
             self._stop.wait(max(0.0, self.options.period - (time.monotonic() - started)))
+
+    # -- on demand: a snapshot for bug reports ---------------------------------------------
+    def cluster_snapshot(self) -> ClusterSnapshot:
+        """What this scheduler's next cycle would read (its informer caches, its in-flight
+        BindRequests), as a :class:`~kai.reconcilers.cluster_snapshot.ClusterSnapshot`."""
+        inf = self.informers
+        caches: dict[str, list[dict[str, Any]]] = {
+            kind: inf[kind].items()
+            for kind in ("pods", "nodes", "podgroups", "queues", "topologies", "priorityclasses")
+        }
+        caches["bindrequests"] = self._bind_request_view()
+        caches["config"] = inf["config"].items() if "config" in inf.informers else []
+        return from_caches(
+            caches, scheduler_name=self.options.scheduler_name, config_map=self.options.config_map
+        )
+
+    def write_snapshot(self, directory: str) -> str:
+        """Write :meth:`cluster_snapshot` into ``directory``; the file's path."""
+        import os
+
+        snap = self.cluster_snapshot()
+        stamp = datetime.fromtimestamp(snap.captured_at, UTC).strftime("%Y%m%dT%H%M%S%f")
+        path = os.path.join(directory, f"kai-snapshot-{stamp}.json")
+        snap.write(path)
+        log.info("cluster snapshot written to %s", path)
+        return path
 
     # -- one cycle -----------------------------------------------------------------------
     def _bind_request_view(self) -> list[dict[str, Any]]:
@@ -485,6 +513,7 @@ class Scheduler:
     def _write_job_status(self, built: BuiltSnapshot, result: SessionResult) -> None:
         started = set(result.started_jobs)
         now_text = rfc3339(built.snapshot.now)
+        held: dict[str, float] | None = None  # GPUs per queue, for the reasons (lazily)
         for job in built.snapshot.jobs:
             pg = built.podgroups.get(job.uid)
             if pg is None:
@@ -512,7 +541,9 @@ class Scheduler:
                 )
             reasons = result.job_reasons.get(job.uid)
             if reasons and active == 0:
-                self._unschedulable(pg, job, reasons, built)
+                if held is None:
+                    held = gpus_by_queue(built.snapshot, result)
+                self._unschedulable(pg, job, classify_job(job, result, held), built)
             elif not reasons and self._conditions.get(job.uid) is not None:
                 self._conditions.pop(job.uid, None)
                 if (pg.get("status") or {}).get("schedulingConditions"):
@@ -525,10 +556,12 @@ class Scheduler:
                     )
 
     def _unschedulable(
-        self, pg: dict[str, Any], job: JobSpec, reasons: list[Any], built: BuiltSnapshot
+        self, pg: dict[str, Any], job: JobSpec, reasons: list[Classified], built: BuiltSnapshot
     ) -> None:
+        """The PodGroup condition, its Event and the pods' ``PodScheduled`` condition, all from
+        the pending-reason taxonomy (:mod:`kai.scheduler.reasons`), first reason first."""
         job_uid = job.uid
-        text = "; ".join(f"{r.code}: {r.message}" for r in reasons)
+        text = condition_text(reasons)
         if self._conditions.get(job_uid) == text:
             return
         self._conditions[job_uid] = text
@@ -546,9 +579,9 @@ class Scheduler:
         condition = {
             "type": "UnschedulableOnNodePool",
             "nodePool": NODE_POOL,
-            "reason": reasons[0].code,
+            "reason": reasons[0].reason.value,
             "message": text,
-            "reasons": [{"reason": r.code, "message": r.message} for r in reasons],
+            "reasons": [{"reason": r.reason.value, "message": r.message} for r in reasons],
             "transitionID": str(self._transition),
             "lastTransitionTime": rfc3339(),
             "status": "True",
