@@ -4,9 +4,12 @@ system simulated offline gives the decisions of the live scheduler's next cycle.
 
 from __future__ import annotations
 
+import contextlib
 import json
+import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -19,11 +22,12 @@ sys.path.insert(0, str(Path(__file__).parents[1] / "unit" / "insight"))
 from situations import NS, situations
 
 from kai.cli import main
-from kai.kube.client import Kube
+from kai.kube.client import ApiError, Kube
 from kai.kube.events import EventRecorder
-from kai.kube.resources import NODES, PODGROUPS, PODS, QUEUES, TOPOLOGIES
+from kai.kube.resources import NAMESPACES, NODES, PODGROUPS, PODS, QUEUES, TOPOLOGIES
 from kai.reconcilers.cluster_snapshot import load
 from kai.reconcilers.scheduler import Scheduler, SchedulerOptions, make_informers
+from kai.sim.system import bootstrap
 from kai.sim.workloads import ensure_namespace, pod_manifest, submit_job
 
 SITUATIONS = situations()
@@ -168,3 +172,69 @@ def test_snapshot_round_trip_equals_the_next_live_cycle(cluster: Cluster, tmp_pa
     assert offline_doc == live_doc
     assert live_doc["pipelined"] or live_doc["binds"]  # the cycle decided something
     assert {j["reason"] for j in live_doc["pending"]} >= {"QueueDoesNotExist", "NoNodeFits"}
+
+
+@pytest.fixture(params=["embedded", "real"])
+def api(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[tuple[str, Kube]]:
+    """(kubeconfig, client) of a fresh embedded API server, or of this worker's real one."""
+    if request.param == "embedded":
+        from kube_emulator import ApiServer
+
+        server = ApiServer(bookmark_interval=0.2).start()
+        kubeconfig = str(server.write_kubeconfig(tmp_path / "kubeconfig"))
+        kube = Kube.from_kubeconfig(kubeconfig)
+        bootstrap(kube)
+        try:
+            yield kubeconfig, kube
+        finally:
+            kube.close()
+            server.stop()
+        return
+    cluster = request.getfixturevalue("real_cluster")
+    kubeconfig = str(cluster.kubeconfig)
+    kube = Kube.from_kubeconfig(kubeconfig)
+    bootstrap(kube)
+    try:
+        yield kubeconfig, kube
+    finally:  # leave the session's real cluster as it was
+        with contextlib.suppress(ApiError):
+            kube.delete(NAMESPACES, NS)
+        for res in (NODES, QUEUES):
+            for obj in kube.list(res).get("items") or []:
+                if res is QUEUES or obj["metadata"]["name"] in ("n0", "n1"):
+                    kube.delete(res, obj["metadata"]["name"])
+        kube.close()
+
+
+def test_explain_and_wide_queues_on_both_servers(
+    api: tuple[str, Kube], kubectl: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The same situation through the embedded and the real API server; `kubectl get queues
+    -o wide` shows the GPU quota, limit, fair share and allocation columns."""
+    kubeconfig, kube = api
+    apply_world(kube, SITUATIONS["OverLimit"])
+    assert main(["explain", f"{NS}/target", "--kubeconfig", kubeconfig, "-o", "json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["firstReason"]["reason"] == "OverLimit"
+    assert doc["queuePath"][0]["resources"]["gpu"]["allocated"] == 2
+    kube.patch(
+        QUEUES,
+        "team",
+        {"status": {"allocated": {"nvidia.com/gpu": "2"}, "fairShare": {"nvidia.com/gpu": "4"}}},
+        sub="status",
+    )
+    out = subprocess.run(
+        [kubectl, "--kubeconfig", kubeconfig, "get", "queues", "-o", "wide"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    ).stdout
+    header, row = out.splitlines()[:2]
+    names = header.split()
+    starts = [header.index(f"{n} ") if f"{n} " in header else header.index(n) for n in names]
+    cells = {
+        n: row[a:b].strip() for n, a, b in zip(names, starts, [*starts[1:], None], strict=True)
+    }
+    wide = ("GPU-QUOTA", "GPU-LIMIT", "GPU-FAIRSHARE", "GPU-ALLOCATED")
+    assert [cells["NAME"], *(cells[n] for n in wide)] == ["team", "2", "4", "4", "2"], out
