@@ -238,3 +238,35 @@ def test_explain_and_wide_queues_on_both_servers(
     }
     wide = ("GPU-QUOTA", "GPU-LIMIT", "GPU-FAIRSHARE", "GPU-ALLOCATED")
     assert [cells["NAME"], *(cells[n] for n in wide)] == ["team", "2", "4", "4", "2"], out
+
+
+def test_a_running_scheduler_writes_a_snapshot_on_sigusr1(cluster: Cluster, tmp_path: Path) -> None:
+    import os
+    import signal
+
+    apply_world(cluster.kube, SITUATIONS["NoNodeFits"])
+    out = tmp_path / "snapshots"
+    out.mkdir()
+    argv = [sys.executable, "-m", "kai.cli", "scheduler", "--kubeconfig", cluster.kubeconfig]
+    argv += ["--no-leader-election", "--snapshot-dir", str(out), "--log-level", "WARNING"]
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        eventually(
+            lambda: any(
+                (pg.get("status") or {}).get("schedulingConditions")
+                for pg in cluster.kube.list(PODGROUPS, NS)["items"]
+            ),
+            timeout=30,
+        )
+        os.kill(proc.pid, signal.SIGUSR1)
+        (path,) = eventually(lambda: list(out.glob("kai-snapshot-*.json")), timeout=20)
+        eventually(lambda: load(path) is not None, timeout=5)
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=30)
+    assert proc.returncode == 0, err
+    snap = load(path)
+    assert {p["metadata"]["name"] for p in snap.objects["pods"]} == {"target-0"}
+    from kai.insight.explain import explain
+
+    assert explain(snap, "work/target").reasons[0].reason.value == "NoNodeFits"
