@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from kai.reconcilers.snapshot_builder import BuiltSnapshot
-from kai.scheduler.reasons import classify_job, gpus_by_queue
+from kai.scheduler.reasons import classify_job, cycle_facts
 from kai.scheduler.result import SessionResult
 
 
@@ -24,12 +24,12 @@ def pod_name(built: BuiltSnapshot, task_uid: str) -> str:
 def document(built: BuiltSnapshot, result: SessionResult) -> dict[str, Any]:
     jobs = {j.uid: j for j in built.snapshot.jobs}
     pending = []
-    held = gpus_by_queue(built.snapshot, result)
+    facts = cycle_facts(built.snapshot, result)
     for uid in sorted(result.job_reasons):
         job = jobs.get(uid)
         if job is None:
             continue
-        classified = classify_job(job, result, held)
+        classified = classify_job(job, result, facts)
         if not classified:
             continue
         pending.append(

@@ -16,7 +16,7 @@ from kai.insight.decisions import pod_name
 from kai.insight.figures import RESOURCES, amount, queue_path, with_unit
 from kai.reconcilers.cluster_snapshot import ClusterSnapshot
 from kai.reconcilers.snapshot_builder import BuiltSnapshot
-from kai.scheduler.reasons import Classified, PendingReason, classify_job, gpus_by_queue
+from kai.scheduler.reasons import Classified, PendingReason, classify_job, cycle_facts
 from kai.scheduler.result import SessionResult
 from kai.scheduler.snapshot import (
     ACTIVE_ALLOCATED_STATUSES,
@@ -112,7 +112,7 @@ def explain(
         for t in job.tasks
         if t.uid in result.tasks and result.tasks[t.uid].status in ALLOCATED_STATUSES
     )
-    reasons = classify_job(job, result, gpus_by_queue(built.snapshot, result))
+    reasons = classify_job(job, result, cycle_facts(built.snapshot, result))
     if running == len(job.tasks) and job.tasks:
         state = "Running"
     elif running:

@@ -57,7 +57,13 @@ from kai.reconcilers.snapshot_builder import (
     parse_time,
 )
 from kai.scheduler.errors import UnsupportedActionError
-from kai.scheduler.reasons import Classified, classify_job, condition_text, gpus_by_queue
+from kai.scheduler.reasons import (
+    Classified,
+    CycleFacts,
+    classify_job,
+    condition_text,
+    cycle_facts,
+)
 from kai.scheduler.result import BindDecision, SessionResult
 from kai.scheduler.snapshot import (
     ACTIVE_ALLOCATED_STATUSES,
@@ -513,7 +519,7 @@ class Scheduler:
     def _write_job_status(self, built: BuiltSnapshot, result: SessionResult) -> None:
         started = set(result.started_jobs)
         now_text = rfc3339(built.snapshot.now)
-        held: dict[str, float] | None = None  # GPUs per queue, for the reasons (lazily)
+        facts: CycleFacts | None = None  # for the reasons, computed once (lazily)
         for job in built.snapshot.jobs:
             pg = built.podgroups.get(job.uid)
             if pg is None:
@@ -541,9 +547,9 @@ class Scheduler:
                 )
             reasons = result.job_reasons.get(job.uid)
             if reasons and active == 0:
-                if held is None:
-                    held = gpus_by_queue(built.snapshot, result)
-                self._unschedulable(pg, job, classify_job(job, result, held), built)
+                if facts is None:
+                    facts = cycle_facts(built.snapshot, result)
+                self._unschedulable(pg, job, classify_job(job, result, facts), built)
             elif not reasons and self._conditions.get(job.uid) is not None:
                 self._conditions.pop(job.uid, None)
                 if (pg.get("status") or {}).get("schedulingConditions"):

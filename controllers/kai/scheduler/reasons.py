@@ -24,17 +24,18 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
 
-from kai.scheduler.result import Reason, SessionResult, TaskOutcome
+from kai.scheduler.result import Reason, SessionResult
 from kai.scheduler.snapshot import ALLOCATED_STATUSES, JobSpec, Snapshot, TaskSpec, TaskStatus
 
 __all__ = [
     "PRECEDENCE",
     "Classified",
+    "CycleFacts",
     "PendingReason",
     "classify",
     "classify_job",
     "condition_text",
-    "gpus_by_queue",
+    "cycle_facts",
     "node_counts",
 ]
 
@@ -69,15 +70,13 @@ _BY_CODE: dict[str, PendingReason] = {
     "TopologyLevelDoesNotExist": PendingReason.TOPOLOGY_DOES_NOT_FIT,
     "NoTopologyDomainFits": PendingReason.TOPOLOGY_DOES_NOT_FIT,
 }
-_NOT_LEAF = re.compile(r"is not a leaf queue")
-_GANG = re.compile(r"gang minimum|must be placed together")
 # kai.scheduler.framework.Registry.summarize: "0/5 nodes are available: 3 nodes: insufficient
 # gpu; 2 nodes: node affinity mismatch"
 _SUMMARY = re.compile(r"0/(\d+) nodes are available: (.*)$")
 _PART = re.compile(r"(\d+) nodes?: ([^;]+)")
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class Classified:
     """One core reason (or a task-outcome fact) placed in the taxonomy."""
 
@@ -107,7 +106,7 @@ def node_counts(message: str) -> dict[str, int]:
 
 def _one(reason: Reason) -> PendingReason:
     code = reason.code
-    if code == "QueueDoesNotExist" and _NOT_LEAF.search(reason.message):
+    if code == "QueueDoesNotExist" and "is not a leaf queue" in reason.message:
         return PendingReason.QUEUE_NOT_LEAF
     known = _BY_CODE.get(code)
     if known is not None:
@@ -119,15 +118,18 @@ def _one(reason: Reason) -> PendingReason:
     placed = reason.details.get("placed_before_failure")
     if isinstance(placed, int) and placed > 0:
         return PendingReason.GANG_DOES_NOT_FIT
-    if _GANG.search(reason.message) and not _SUMMARY.search(reason.message):
+    message = reason.message
+    gang = "gang minimum" in message or "must be placed together" in message
+    if gang and "nodes are available" not in message:
         return PendingReason.GANG_DOES_NOT_FIT
     return PendingReason.NO_NODE_FITS
 
 
 def classify(reasons: Iterable[Reason]) -> list[Classified]:
     """The core's reasons in the taxonomy, first reason first (stable within one rank)."""
-    out = [Classified(_one(r), r.message, r.code, dict(r.details)) for r in reasons]
-    out.sort(key=lambda c: PRECEDENCE[c.reason])
+    out = [Classified(_one(r), r.message, r.code, r.details) for r in reasons]
+    if len(out) > 1:
+        out.sort(key=lambda c: PRECEDENCE[c.reason])
     return out
 
 
@@ -146,8 +148,17 @@ def _task_gpus(task: TaskSpec) -> float:
     return float(g.whole) if g.whole else (g.fraction or 0.0) * g.num_devices
 
 
-def gpus_by_queue(snapshot: Snapshot, result: SessionResult) -> dict[str, float]:
-    """GPUs held by each leaf queue's tasks after ``result`` (allocated or being bound)."""
+@dataclass
+class CycleFacts:
+    """What :func:`classify_job` needs of the whole session, computed once per result: the GPUs
+    each leaf queue holds (and their total), and the pods evicted for each job."""
+
+    held: dict[str, float]
+    total: float
+    evicted_for: dict[str, list[str]]  # the core's eviction message -> evicted task uids
+
+
+def cycle_facts(snapshot: Snapshot, result: SessionResult) -> CycleFacts:
     held: dict[str, float] = {}
     for job in snapshot.jobs:
         total = 0.0
@@ -157,11 +168,14 @@ def gpus_by_queue(snapshot: Snapshot, result: SessionResult) -> dict[str, float]
                 total += _task_gpus(task)
         if total:
             held[job.queue] = held.get(job.queue, 0.0) + total
-    return held
+    evicted_for: dict[str, list[str]] = {}
+    for eviction in result.evictions:
+        evicted_for.setdefault(eviction.reason, []).append(eviction.task)
+    return CycleFacts(held, sum(held.values()), evicted_for)
 
 
 def classify_job(
-    job: JobSpec, result: SessionResult, held: Mapping[str, float] | None = None
+    job: JobSpec, result: SessionResult, facts: CycleFacts | None = None
 ) -> list[Classified]:
     """Every reason why ``job`` is (partly) not running after the session ``result``, first
     reason first; empty when nothing of it waits.
@@ -171,26 +185,34 @@ def classify_job(
     - a job that does not fit while its queue already holds its fair share of GPUs (or would
       go above it with the job), and that would fit in what the other queues hold, waits for its
       fair share: reclaim takes only for queues below theirs (WaitingForFairShare; needs
-      ``held``, the GPUs of each leaf queue from :func:`gpus_by_queue`);
+      ``facts`` from :func:`cycle_facts`);
     - tasks Pipelined onto resources being released wait for the pods this session evicted for
       the job (WaitingForEviction) or for pods already on their way out (Pipelined); a job whose
       every task got a place keeps no "does not fit" reason of an earlier action.
     """
     found = classify(result.job_reasons.get(job.uid, ()))
-    outcomes: dict[str, TaskOutcome] = {
-        t.uid: result.tasks[t.uid] for t in job.tasks if t.uid in result.tasks
-    }
-    waiting = [
-        t for t in job.tasks if t.uid in outcomes and outcomes[t.uid].status is TaskStatus.PENDING
-    ]
+    outcomes = result.tasks
+    waiting = need = 0.0
+    pipelined = 0
+    nodes: set[str] = set()
+    for task in job.tasks:
+        outcome = outcomes.get(task.uid)
+        if outcome is None:
+            continue
+        if outcome.status is TaskStatus.PENDING:
+            waiting += 1
+            need += _task_gpus(task)
+        elif outcome.status is TaskStatus.PIPELINED:
+            pipelined += 1
+            if outcome.node:
+                nodes.add(outcome.node)
     if not waiting:
         found = [c for c in found if c.reason not in _FIT]
     share = result.queues.get(job.queue)
-    if waiting and held is not None and share is not None and any(c.reason in _FIT for c in found):
-        need = sum(_task_gpus(t) for t in waiting)
+    if waiting and facts is not None and share is not None and any(c.reason in _FIT for c in found):
         have = share.allocated.get("gpu", 0.0)
         fair = share.fair_share.get("gpu", 0.0)
-        others = sum(v for q, v in held.items() if q != job.queue)
+        others = facts.total - facts.held.get(job.queue, 0.0)
         if need > _EPS and have + need > fair + _EPS and others + _EPS >= need:
             found.append(
                 Classified(
@@ -202,33 +224,45 @@ def classify_job(
                     {"queue": job.queue, "allocated": have, "fairShare": fair, "requested": need},
                 )
             )
-    pipelined = [uid for uid, o in outcomes.items() if o.status is TaskStatus.PIPELINED]
     if pipelined:
-        nodes = sorted({outcomes[uid].node or "" for uid in pipelined} - {""})
-        named = f"job {job.name!r}"  # the core's eviction message: "reclaimed for job 'x'"
-        victims = [e for e in result.evictions if e.reason.endswith(named)]
+        where = ", ".join(sorted(nodes))
+        # the core's eviction message names the job: "reclaimed for job 'x'"
+        victims = _evicted_for(job, result, facts)
         if victims:
             found.append(
                 Classified(
                     PendingReason.WAITING_FOR_EVICTION,
-                    f"{len(pipelined)} task(s) placed on {', '.join(nodes)} once the "
-                    f"{len(victims)} pod(s) evicted for it are gone",
+                    f"{pipelined} task(s) placed on {where} once the {len(victims)} pod(s) "
+                    "evicted for it are gone",
                     PendingReason.WAITING_FOR_EVICTION.value,
-                    {"evicted": [e.task for e in victims], "nodes": nodes},
+                    {"evicted": victims, "nodes": sorted(nodes)},
                 )
             )
         else:
             found.append(
                 Classified(
                     PendingReason.PIPELINED,
-                    f"{len(pipelined)} task(s) placed on {', '.join(nodes)}, where resources "
-                    "are still held by pods being released; they bind when those are gone",
+                    f"{pipelined} task(s) placed on {where}, where resources are still held by "
+                    "pods being released; they bind when those are gone",
                     PendingReason.PIPELINED.value,
-                    {"nodes": nodes},
+                    {"nodes": sorted(nodes)},
                 )
             )
-    found.sort(key=lambda c: PRECEDENCE[c.reason])
+    if len(found) > 1:
+        found.sort(key=lambda c: PRECEDENCE[c.reason])
     return found
+
+
+def _evicted_for(job: JobSpec, result: SessionResult, facts: CycleFacts | None) -> list[str]:
+    named = f"job {job.name!r}"
+    if facts is not None:
+        return [
+            t
+            for reason, tasks in facts.evicted_for.items()
+            if reason.endswith(named)
+            for t in tasks
+        ]
+    return [e.task for e in result.evictions if e.reason.endswith(named)]
 
 
 def condition_text(classified: Iterable[Classified]) -> str:
