@@ -63,6 +63,22 @@ COMMANDS: dict[str, tuple[str, str]] = {
     ),
     "controller": ("kai.commands.controller", "reconcile GitOps documents into Queues, Topologies"),
     "webhook": ("kai.commands.webhook", "run the admission webhooks (validate, mutate)"),
+    "snapshot": (
+        "kai.commands.snapshot",
+        "capture what the scheduler reads from a cluster into one snapshot file",
+    ),
+    "explain": (
+        "kai.commands.explain",
+        "say why a pod or PodGroup is pending, with numbers and what would unblock it",
+    ),
+    "queues": (
+        "kai.commands.queues",
+        "show the queue tree: quota, fair share, allocated, pending demand per resource",
+    ),
+    "plan": (
+        "kai.commands.plan",
+        "show what a change to the GitOps documents would do: Queue diff, fair share, workloads",
+    ),
 }
 
 COLOR_MODES = ("auto", "always", "never")

@@ -38,8 +38,12 @@ def age(ts: str | None) -> str:
 
 
 def _jsonpath(obj: Any, path: str) -> Any:
+    """A printer column's simple JSONPath: ``.a.b[0].c``; ``\\.`` is a dot inside a key
+    (``.status.allocated.nvidia\\.com/gpu``), as in Kubernetes' JSONPath."""
     cur = obj
-    for part in path.strip().lstrip(".").replace("]", "").split("."):
+    escaped = path.strip().lstrip(".").replace("]", "").replace("\\.", "\0")
+    for raw in escaped.split("."):
+        part = raw.replace("\0", ".")
         if not part:
             continue
         name, _, idx = part.partition("[")

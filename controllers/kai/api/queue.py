@@ -114,6 +114,25 @@ class Queue(TopLevelObject):
         PrinterColumn(name="Parent", type="string", jsonPath=".spec.parentQueue"),
         PrinterColumn(name="Children", type="string", jsonPath=".status.childQueues"),
         PrinterColumn(name="DisplayName", type="string", jsonPath=".spec.displayName"),
+        # `kubectl get queues -o wide`: GPU quota, limit, fair share and allocation
+        PrinterColumn(
+            name="GPU-Quota", type="number", jsonPath=".spec.resources.gpu.quota", priority=1
+        ),
+        PrinterColumn(
+            name="GPU-Limit", type="number", jsonPath=".spec.resources.gpu.limit", priority=1
+        ),
+        PrinterColumn(
+            name="GPU-FairShare",
+            type="string",
+            jsonPath=".status.fairShare.nvidia\\.com/gpu",
+            priority=1,
+        ),
+        PrinterColumn(
+            name="GPU-Allocated",
+            type="string",
+            jsonPath=".status.allocated.nvidia\\.com/gpu",
+            priority=1,
+        ),
     )
 
     spec: QueueSpec

@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import sys
 import threading
+from collections.abc import Callable
 from typing import Any
 
 from kai.commands._logs import add_logging_options, complain, setup_logging
@@ -95,10 +96,22 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="ConfigMap keeping the accounting usage history across restarts "
         "(default: NAMESPACE/kai-queue-usage, NAMESPACE from --namespace)",
     )
+    parser.add_argument(
+        "--snapshot-dir",
+        metavar="DIR",
+        help="on SIGUSR1, write a cluster snapshot (`kai snapshot`'s format) of what the next "
+        "cycle reads into DIR (default: the system's temporary directory)",
+    )
 
 
-def run_live(args: argparse.Namespace, component: str, **options: Any) -> int:
-    """Start ``component`` of the live system and run it until a signal."""
+def run_live(
+    args: argparse.Namespace,
+    component: str,
+    on_start: Callable[[Any], None] | None = None,
+    **options: Any,
+) -> int:
+    """Start ``component`` of the live system and run it until a signal; ``on_start`` is called
+    with the started :class:`kai.sim.system.System`."""
     setup_logging(args.log_level, args.log_format)
     from kai.kube.client import ConfigError, KubeError
     from kai.metrics import MetricsServer
@@ -142,6 +155,8 @@ def run_live(args: argparse.Namespace, component: str, **options: Any) -> int:
         system.stop()
         return 2
     started.set()
+    if on_start is not None:
+        on_start(system)
     try:
         code = wait_for_signal()
     finally:
@@ -168,9 +183,26 @@ def run(args: argparse.Namespace) -> int:
     if args.usage_source == "accounting" and "/" not in usage_history:
         print("kai scheduler: --usage-history must be NAMESPACE/NAME", file=sys.stderr)
         return 2
+    import tempfile
+
+    directory = args.snapshot_dir or tempfile.gettempdir()
+
+    def on_start(system: Any) -> None:
+        import signal
+
+        def dump(signum: int, frame: object) -> None:
+            scheduler = system.scheduler
+            if scheduler is not None:
+                threading.Thread(
+                    target=scheduler.write_snapshot, args=(directory,), daemon=True
+                ).start()
+
+        signal.signal(signal.SIGUSR1, dump)
+
     return run_live(
         args,
         "scheduler",
+        on_start=on_start,
         period=args.period,
         status_period=args.status_period,
         config_map=args.config_map,

@@ -33,7 +33,16 @@ an invalid file or an action this build does not implement, 3 internal error."""
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.epilog = EPILOG
     parser.add_argument(
-        "scenario", metavar="SCENARIO.yaml", help="the scenario file (YAML or JSON)"
+        "scenario",
+        metavar="SCENARIO.yaml",
+        nargs="?",
+        help="the scenario file (YAML or JSON) (default: none; --snapshot instead)",
+    )
+    parser.add_argument(
+        "--snapshot",
+        metavar="FILE",
+        help="run the scheduler's next cycle on a cluster snapshot (`kai snapshot`) instead of "
+        "a scenario: its binds, pipelined pods, evictions and pending reasons (default: off)",
     )
     add_output_option(parser)
     parser.add_argument(
@@ -139,9 +148,37 @@ def colour_report(text: str, style: Style) -> str:
     return "".join(lines)
 
 
+def run_snapshot(args: argparse.Namespace) -> int:
+    """``--snapshot FILE``: the decisions of one cycle on the snapshot, with pending reasons."""
+    from kai.insight.decisions import document, text
+    from kai.insight.explain import run as run_cycle
+    from kai.reconcilers.cluster_snapshot import SnapshotFormatError, load
+    from kai.scheduler.errors import UnsupportedActionError
+
+    try:
+        built, result = run_cycle(load(args.snapshot))
+    except SnapshotFormatError as exc:
+        print(f"kai simulate: error: {exc}", file=sys.stderr)
+        return 2
+    except UnsupportedActionError as exc:
+        print(f"kai simulate: {args.snapshot}: {exc}", file=sys.stderr)
+        return 2
+    doc = document(built, result)
+    sys.stdout.write(render(doc, args.output, lambda: text(doc)))
+    return 0
+
+
 def run(args: argparse.Namespace) -> int:
     from kai.commands._console import style_for
 
+    if (args.scenario is None) == (args.snapshot is None):
+        print("kai simulate: error: give a SCENARIO.yaml or --snapshot FILE (one)", file=sys.stderr)
+        return 2
+    if args.snapshot is not None:
+        if args.check:
+            print("kai simulate: error: --check needs a scenario file", file=sys.stderr)
+            return 2
+        return run_snapshot(args)
     outcome = execute(args.scenario, output=args.output, check=args.check, debug=args.debug)
     if outcome.stdout:
         stdout = outcome.stdout

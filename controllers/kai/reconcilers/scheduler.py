@@ -48,6 +48,7 @@ from kai.kube.resources import (
 )
 from kai.kube.writes import create_if_absent, delete_if_present, patch_if_changed
 from kai.metrics import SchedulerMetrics
+from kai.reconcilers.cluster_snapshot import ClusterSnapshot, from_caches
 from kai.reconcilers.snapshot_builder import (
     LAST_EVICTION,
     LAST_START,
@@ -59,6 +60,13 @@ from kai.reconcilers.snapshot_builder import (
 )
 from kai.scheduler.errors import UnsupportedActionError
 from kai.scheduler.jobs import DEFAULT_PODSET, build_subgroup_tree
+from kai.scheduler.reasons import (
+    Classified,
+    CycleFacts,
+    classify_job,
+    condition_text,
+    cycle_facts,
+)
 from kai.scheduler.result import BindDecision, SessionResult
 from kai.scheduler.snapshot import (
     ACTIVE_ALLOCATED_STATUSES,
@@ -230,6 +238,32 @@ class Scheduler:
                 except Exception:  # one bad cycle must not end scheduling
                     log.exception("scheduling cycle failed")
             self._stop.wait(max(0.0, self.options.period - (time.monotonic() - started)))
+
+    # -- on demand: a snapshot for bug reports ---------------------------------------------
+    def cluster_snapshot(self) -> ClusterSnapshot:
+        """What this scheduler's next cycle would read (its informer caches, its in-flight
+        BindRequests), as a :class:`~kai.reconcilers.cluster_snapshot.ClusterSnapshot`."""
+        inf = self.informers
+        caches: dict[str, list[dict[str, Any]]] = {
+            kind: inf[kind].items()
+            for kind in ("pods", "nodes", "podgroups", "queues", "topologies", "priorityclasses")
+        }
+        caches["bindrequests"] = self._bind_request_view()
+        caches["config"] = inf["config"].items() if "config" in inf.informers else []
+        return from_caches(
+            caches, scheduler_name=self.options.scheduler_name, config_map=self.options.config_map
+        )
+
+    def write_snapshot(self, directory: str) -> str:
+        """Write :meth:`cluster_snapshot` into ``directory``; the file's path."""
+        import os
+
+        snap = self.cluster_snapshot()
+        stamp = datetime.fromtimestamp(snap.captured_at, UTC).strftime("%Y%m%dT%H%M%S%f")
+        path = os.path.join(directory, f"kai-snapshot-{stamp}.json")
+        snap.write(path)
+        log.info("cluster snapshot written to %s", path)
+        return path
 
     # -- one cycle -----------------------------------------------------------------------
     def _bind_request_view(self) -> list[dict[str, Any]]:
@@ -529,6 +563,8 @@ class Scheduler:
         now_text = rfc3339(built.snapshot.now)
         job_of_task = {t.uid: job.uid for job in built.snapshot.jobs for t in job.tasks}
         evicted = {job_of_task.get(e.task) for e in result.evictions}
+        facts: CycleFacts | None = None  # for the reasons, computed once (lazily)
+        pending: dict[str, int] = {}  # pending PodGroups by the first reason of the taxonomy
         for job in built.snapshot.jobs:
             pg = built.podgroups.get(job.uid)
             if pg is None:
@@ -556,7 +592,12 @@ class Scheduler:
                 )
             reasons = result.job_reasons.get(job.uid)
             if reasons and active == 0:
-                self._unschedulable(pg, job, reasons, built)
+                if facts is None:
+                    facts = cycle_facts(built.snapshot, result)
+                classified = classify_job(job, result, facts)
+                first = classified[0].reason.value
+                pending[first] = pending.get(first, 0) + 1
+                self._unschedulable(pg, job, classified, built)
             elif not reasons and self._conditions.get(job.uid) is not None:
                 self._conditions.pop(job.uid, None)
                 if (pg.get("status") or {}).get("schedulingConditions"):
@@ -567,12 +608,15 @@ class Scheduler:
                         {"status": {"schedulingConditions": None}},
                         "status",
                     )
+        self.metrics.pending_reasons.replace({(reason,): n for reason, n in pending.items()})
 
     def _unschedulable(
-        self, pg: dict[str, Any], job: JobSpec, reasons: list[Any], built: BuiltSnapshot
+        self, pg: dict[str, Any], job: JobSpec, reasons: list[Classified], built: BuiltSnapshot
     ) -> None:
+        """The PodGroup condition, its Event and the pods' ``PodScheduled`` condition, all from
+        the pending-reason taxonomy (:mod:`kai.scheduler.reasons`), first reason first."""
         job_uid = job.uid
-        text = "; ".join(f"{r.code}: {r.message}" for r in reasons)
+        text = condition_text(reasons)
         if self._conditions.get(job_uid) == text:
             return
         self._conditions[job_uid] = text
@@ -590,9 +634,9 @@ class Scheduler:
         condition = {
             "type": "UnschedulableOnNodePool",
             "nodePool": NODE_POOL,
-            "reason": reasons[0].code,
+            "reason": reasons[0].reason.value,
             "message": text,
-            "reasons": [{"reason": r.code, "message": r.message} for r in reasons],
+            "reasons": [{"reason": r.reason.value, "message": r.message} for r in reasons],
             "transitionID": str(self._transition),
             "lastTransitionTime": rfc3339(),
             "status": "True",
@@ -601,7 +645,7 @@ class Scheduler:
             self._patch, PODGROUPS, pg, {"status": {"schedulingConditions": [condition]}}, "status"
         )
         self.recorder.event(pg, "Warning", "Unschedulable", text)
-        self.metrics.pending_reasons_total.inc(labels={"reason": reasons[0].code})
+        self.metrics.pending_reasons_total.inc(labels={"reason": reasons[0].reason.value})
         mark = (pg.get("spec") or {}).get("markUnschedulable", True) is not False
         for task in job.tasks:
             pod = built.pods.get(task.uid)
@@ -719,11 +763,6 @@ class Scheduler:
             if newly:
                 self.metrics.scheduled.inc(len(newly), {"action": action})
                 credited |= newly
-        reasons: dict[str, int] = {}
-        for job_reasons in result.job_reasons.values():
-            if job_reasons:
-                reasons[job_reasons[0].code] = reasons.get(job_reasons[0].code, 0) + 1
-        self.metrics.pending_reasons.replace({(code,): n for code, n in reasons.items()})
 
     def _jobs_of(self, result: SessionResult) -> dict[str, list[str]]:
         built = self.last_built

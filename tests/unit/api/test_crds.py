@@ -78,6 +78,19 @@ def test_kai_crds_match_kai_identity() -> None:
         "Parent",
         "Children",
         "DisplayName",
+        "GPU-Quota",
+        "GPU-Limit",
+        "GPU-FairShare",
+        "GPU-Allocated",
+    ]
+    wide = [
+        c for c in queue["spec"]["versions"][0]["additionalPrinterColumns"] if c.get("priority")
+    ]
+    assert [c["jsonPath"] for c in wide] == [
+        ".spec.resources.gpu.quota",
+        ".spec.resources.gpu.limit",
+        ".status.fairShare.nvidia\\.com/gpu",
+        ".status.allocated.nvidia\\.com/gpu",
     ]
     podgroup = _crd(_kind("scheduling.run.ai/v2alpha2", "PodGroup"))
     assert podgroup["spec"]["names"]["shortNames"] == ["pg"]
