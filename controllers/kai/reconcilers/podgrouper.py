@@ -39,6 +39,7 @@ from kai.reconcilers.snapshot_builder import POD_GROUP_ANNOTATION, RESERVATION_N
 log = logging.getLogger("kai.podgrouper")
 
 QUEUE_LABEL = "kai.scheduler/queue"
+NODE_POOL_LABEL = "kai.scheduler/node-pool"  # KAI's nodePoolLabelKey: the shard of a workload
 PREEMPTIBILITY_LABEL = "kai.scheduler/preemptibility"
 BATCH_MIN_MEMBER = "kai.scheduler/batch-min-member"
 TOP_OWNER_METADATA = "kai.scheduler/top-owner-metadata"
@@ -91,6 +92,7 @@ def podgroup_for(
     owner: dict[str, Any] | None,
     queue_label: str = QUEUE_LABEL,
     namespaces: NamespaceQueues | None = None,
+    node_pool_label: str = NODE_POOL_LABEL,
 ) -> dict[str, Any]:
     """The PodGroup a pod belongs to (``owner`` = its top owner object, None for a bare pod;
     ``queue_label`` = the label naming the queue, KAI's ``queueLabelKey``; ``namespaces``: the
@@ -120,6 +122,10 @@ def podgroup_for(
             f"label {PREEMPTIBILITY_LABEL}={preemptibility!r}: "
             "must be preemptible or non-preemptible"
         )
+    labels = {queue_label: queue}
+    node_pool = top_labels.get(node_pool_label) or pod_labels.get(node_pool_label)
+    if node_pool:  # copied from the top owner (else the pod), as KAI: the PodGroup's shard
+        labels[node_pool_label] = node_pool
     annotations = _annotations(top)
     min_member = (
         _batch_min_member(annotations) if owner is not None and top.get("kind") == "Job" else 1
@@ -147,7 +153,7 @@ def podgroup_for(
         "metadata": {
             "name": name[:253],
             "namespace": pmd["namespace"],
-            "labels": {queue_label: queue},
+            "labels": labels,
             "annotations": {TOP_OWNER_METADATA: owner_md},
             "ownerReferences": [
                 {
@@ -165,7 +171,7 @@ def podgroup_for(
 
 
 class PodGrouper:
-    def __init__(
+    def __init__(  # noqa: PLR0913  the informers it reads, then one keyword per setting
         self,
         kube: Kube,
         pods: Informer,
@@ -178,9 +184,11 @@ class PodGrouper:
         is_leader: Any = None,
         queue_label: str = QUEUE_LABEL,
         queues: Informer | None = None,
+        node_pool_label: str = NODE_POOL_LABEL,
     ) -> None:
         self.kube = kube
         self.queue_label = queue_label
+        self.node_pool_label = node_pool_label
         self.queues = queues  # Queues: their namespace bindings (gitops.kai.scheduler/namespaces)
         self._bindings: tuple[int, NamespaceQueues] = (-1, NamespaceQueues())
         self.pods = pods
@@ -271,7 +279,9 @@ class PodGrouper:
         if not known:
             return False
         try:
-            desired = podgroup_for(pod, owner, self.queue_label, self._namespace_queues())
+            desired = podgroup_for(
+                pod, owner, self.queue_label, self._namespace_queues(), self.node_pool_label
+            )
         except GroupingError as exc:
             self._warn(pod, f"no PodGroup created: {exc}")
             return True

@@ -25,6 +25,7 @@ from kai.metrics import SchedulerMetrics
 from kai.reconcilers.binder import Binder
 from kai.reconcilers.podgrouper import PodGrouper
 from kai.reconcilers.scheduler import Scheduler, SchedulerOptions, make_informers
+from kai.reconcilers.shard import load_node_pool
 from kai.reconcilers.status import StatusWriter
 from kai.scheduler.snapshot import SchedulerConfig
 from kai.sim.kubelet import Kubelet
@@ -140,6 +141,8 @@ class SystemOptions:
     binder_workers: int = 16
     grouper_workers: int = 8
     queue_label: str = "kai.scheduler/queue"  # the pod-grouper's queue label key
+    node_pool_label: str = "kai.scheduler/node-pool"  # KAI's nodePoolLabelKey
+    shard: str | None = None  # the scheduler's SchedulingShard (None: the whole cluster)
     components: tuple[str, ...] = ("scheduler", "binder", "podgrouper", "nodes")
     config_map: str = "kai-scheduler/kai-scheduler-config"  # rendered scheduler settings
     # appended to the Lease holder identities: two Systems of one process (a leader change
@@ -204,13 +207,17 @@ class System:
         recorder = EventRecorder(kube, "kai-scheduler").start()
         self.stoppers.append(recorder.stop)
         informers = make_informers(kube, o.scheduler_name, o.config_map)
-        # one Lease per scheduler name: schedulers of different names do not fight over one
-        elector = self._elector(kube, o.scheduler_name, "kai-scheduler")
+        pool = load_node_pool(kube, o.shard, o.node_pool_label)
+        # one Lease per scheduler name and node pool: schedulers of different names or shards
+        # do not fight over one
+        elector = self._elector(kube, pool.lease_name(o.scheduler_name), "kai-scheduler")
         scheduler = Scheduler(
             kube,
             informers,
             recorder,
-            SchedulerOptions(o.scheduler_name, o.period, o.config, config_map=o.config_map),
+            SchedulerOptions(
+                o.scheduler_name, o.period, o.config, config_map=o.config_map, pool=pool
+            ),
             self.metrics,
             is_leader=(lambda: elector.is_leader) if elector else None,
         )
@@ -277,6 +284,7 @@ class System:
             scheduler_name=o.scheduler_name,
             workers=o.grouper_workers,
             queue_label=o.queue_label,
+            node_pool_label=o.node_pool_label,
             queues=gqueues,
         ).start()
         self.stoppers.append(self.grouper.stop)
