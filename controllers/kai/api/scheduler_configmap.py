@@ -342,19 +342,23 @@ def read_scheduler_configmap(cm: Mapping[str, Any], node_pool: str = "") -> Sche
             )
             continue
         target[pool] = (key, doc)
+    configs: dict[str, SchedulerConfig] = {}
+    if not c.problems:  # every pool's settings are built, so that bad plugin arguments of
+        for pool, (key, doc) in policies.items():  # another pool refuse the whole ConfigMap too
+            pool_sharing = sharing.get(pool)
+            try:
+                configs[pool] = to_scheduler_config(doc, pool_sharing[1] if pool_sharing else None)
+            except (TypeError, ValueError) as exc:
+                c.add(f"data[{key}]", str(exc))
     if c.problems:
         raise InvalidSchedulerConfig(c.problems)
-    own = policies.get(node_pool)
-    own_sharing = sharing.get(node_pool)
     modes = {pool: tuple(doc.get("modes") or ()) for pool, (_, doc) in sharing.items()}
+    own = policies.get(node_pool)
     if own is None:
         config = SchedulerConfig()
+        own_sharing = sharing.get(node_pool)
         if own_sharing is not None:
             config.gpu_sharing_placement = str(own_sharing[1].get("defaultPlacement", "pack"))
         return SchedulerConfigMap(config, modes)
     key, doc = own
-    try:
-        config = to_scheduler_config(doc, own_sharing[1] if own_sharing else None)
-    except (TypeError, ValueError) as exc:
-        raise InvalidSchedulerConfig([f"data[{key}]: {exc}"]) from exc
-    return SchedulerConfigMap(config, modes, str(doc.get("name") or key))
+    return SchedulerConfigMap(configs[node_pool], modes, str(doc.get("name") or key))
