@@ -298,40 +298,34 @@ def _load(c: _Checker, key: str, text: Any) -> Mapping[str, Any] | None:
     return doc
 
 
-def read_scheduler_configmap(cm: Mapping[str, Any], node_pool: str = "") -> SchedulerConfigMap:
-    """Check every key of the ConfigMap, then build the settings of ``node_pool`` (the value of
-    the node-pool label this scheduler serves, "" = the default pool). Raises
-    :class:`InvalidSchedulerConfig` with every problem found; nothing is returned half-read."""
-    c = _Checker()
-    data = cm.get("data") or {}
-    policies: dict[str, tuple[str, Mapping[str, Any]]] = {}  # pool -> (key, doc)
-    sharing: dict[str, tuple[str, Mapping[str, Any]]] = {}
+Sections = dict[str, tuple[str, Mapping[str, Any]]]  # node pool -> (key, document)
+
+
+def _sections(c: _Checker, data: Mapping[str, Any]) -> tuple[Sections, Sections]:
+    """Every key checked; the scheduler and sharing policies by node pool."""
+    policies: Sections = {}
+    sharing: Sections = {}
     for key in sorted(data):
-        if key.startswith("scheduler-policy."):
-            doc = _load(c, key, data[key])
-            if doc is None:
-                continue
-            _check_scheduler_policy(c, f"data[{key}]", doc)
-            target = policies
-        elif key.startswith("sharing-policy."):
-            doc = _load(c, key, data[key])
-            if doc is None:
-                continue
-            _check_sharing_policy(c, f"data[{key}]", doc)
-            target = sharing
-        elif key == "namespace-queues.yaml":
+        if key == "namespace-queues.yaml":
             doc = _load(c, key, data[key])
             for namespace, queue in (doc or {}).items():
                 if not isinstance(namespace, str) or not isinstance(queue, str):
                     c.add(f"data[{key}].{namespace}", "expected namespace: queue-name strings")
             continue
-        else:
+        kind = next((k for k in ("scheduler-policy.", "sharing-policy.") if key.startswith(k)), "")
+        if not kind:
             c.add(
                 f"data[{key}]",
                 "unknown key (expected scheduler-policy.<name>.yaml, "
                 "sharing-policy.<name>.yaml or namespace-queues.yaml)",
             )
             continue
+        doc = _load(c, key, data[key])
+        if doc is None:
+            continue
+        check = _check_scheduler_policy if kind == "scheduler-policy." else _check_sharing_policy
+        check(c, f"data[{key}]", doc)
+        target = policies if kind == "scheduler-policy." else sharing
         pool = doc.get("nodePool") or ""
         if not isinstance(pool, str):
             continue
@@ -342,6 +336,15 @@ def read_scheduler_configmap(cm: Mapping[str, Any], node_pool: str = "") -> Sche
             )
             continue
         target[pool] = (key, doc)
+    return policies, sharing
+
+
+def read_scheduler_configmap(cm: Mapping[str, Any], node_pool: str = "") -> SchedulerConfigMap:
+    """Check every key of the ConfigMap, then build the settings of ``node_pool`` (the value of
+    the node-pool label this scheduler serves, "" = the default pool). Raises
+    :class:`InvalidSchedulerConfig` with every problem found; nothing is returned half-read."""
+    c = _Checker()
+    policies, sharing = _sections(c, cm.get("data") or {})
     configs: dict[str, SchedulerConfig] = {}
     if not c.problems:  # every pool's settings are built, so that bad plugin arguments of
         for pool, (key, doc) in policies.items():  # another pool refuse the whole ConfigMap too

@@ -19,6 +19,7 @@ QUEUES = Resource("scheduling.run.ai", "v2", "queues", False, "Queue")
 PODGROUPS = Resource("scheduling.run.ai", "v2alpha2", "podgroups", True, "PodGroup")
 BIND_REQUESTS = Resource("scheduling.run.ai", "v1alpha2", "bindrequests", True, "BindRequest")
 TOPOLOGIES = Resource("kai.scheduler", "v1alpha1", "topologies", False, "Topology")
+QUEUE_TREES = Resource("gitops.kai.scheduler", "v1alpha1", "queuetrees", False, "QueueTree")
 SCHEDULING_SHARDS = Resource("kai.scheduler", "v1", "schedulingshards", False, "SchedulingShard")
 KAI_CONFIGS = Resource("kai.scheduler", "v1", "configs", False, "Config")  # KAI's operator CRD
 

@@ -27,7 +27,7 @@ import threading
 from collections.abc import Hashable
 from typing import Any, cast
 
-from kai.api.namespace_queues import NamespaceQueues, from_queues, resolve_queue
+from kai.api.namespace_queues import NamespaceQueues, from_cluster, resolve_queue
 from kai.kube.client import ApiError, Kube, KubeError
 from kai.kube.events import EventRecorder
 from kai.kube.informer import Informer
@@ -185,12 +185,14 @@ class PodGrouper:
         queue_label: str = QUEUE_LABEL,
         queues: Informer | None = None,
         node_pool_label: str = NODE_POOL_LABEL,
+        queue_trees: Informer | None = None,
     ) -> None:
         self.kube = kube
         self.queue_label = queue_label
         self.node_pool_label = node_pool_label
         self.queues = queues  # Queues: their namespace bindings (gitops.kai.scheduler/namespaces)
-        self._bindings: tuple[int, NamespaceQueues] = (-1, NamespaceQueues())
+        self.queue_trees = queue_trees  # QueueTrees: their namespaces (None: the Queues' only)
+        self._bindings: tuple[tuple[int, int], NamespaceQueues] = ((-1, -1), NamespaceQueues())
         self.pods = pods
         self.jobs = jobs
         self.podgroups = podgroups
@@ -244,13 +246,16 @@ class PodGrouper:
             self.queue.add(key)
 
     def _namespace_queues(self) -> NamespaceQueues | None:
-        """The bindings of the Queues in the cache, computed again only when they changed."""
+        """The bindings of the QueueTrees and Queues in the cache (the mutating webhook's
+        resolver), computed again only when they changed."""
         if self.queues is None:
             return None
         generation, bindings = self._bindings
-        if generation != self.queues.generation:
-            generation = self.queues.generation
-            bindings = from_queues(self.queues.items())
+        trees = self.queue_trees
+        current = (self.queues.generation, trees.generation if trees is not None else -1)
+        if generation != current:
+            generation = current
+            bindings = from_cluster(trees.items() if trees is not None else (), self.queues.items())
             self._bindings = (generation, bindings)
         return bindings
 

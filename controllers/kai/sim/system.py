@@ -259,7 +259,7 @@ class System:
         self.informers["binder"] = binformers
 
     def _start_podgrouper(self, sync_timeout: float) -> None:
-        from kai.kube.resources import QUEUES
+        from kai.kube.resources import QUEUE_TREES, QUEUES
 
         o = self.options
         kube = self._kube()
@@ -272,6 +272,7 @@ class System:
         jobs = ginformers.add("jobs", JOBS)
         pgs = ginformers.add("podgroups", PODGROUPS)
         gqueues = ginformers.add("queues", QUEUES)
+        gtrees = ginformers.add("queuetrees", QUEUE_TREES)
         ginformers.start()
         self.stoppers.append(ginformers.stop)
         ginformers.wait_synced(sync_timeout)
@@ -286,6 +287,7 @@ class System:
             queue_label=o.queue_label,
             node_pool_label=o.node_pool_label,
             queues=gqueues,
+            queue_trees=gtrees,
         ).start()
         self.stoppers.append(self.grouper.stop)
         self.informers["podgrouper"] = ginformers
