@@ -408,3 +408,58 @@ def test_an_invalid_configmap_is_refused_whole_and_the_last_good_one_kept(
     assert "kai_scheduler_config_valid 1" in metric()
     submit("after")
     eventually(lambda: "after" in _bind_requests(kube, ns), timeout=30)
+
+
+def test_a_pod_without_queue_label_goes_to_its_namespaces_queue(
+    api: tuple[str, Kube], made: Made
+) -> None:
+    """The pod-grouper resolves a namespace to a queue as the mutating webhook does: from a
+    QueueTree's leaf ``namespaces`` (before kai controller compiled it) and from the
+    ``gitops.kai.scheduler/namespaces`` annotation of a compiled Queue; explicit labels win."""
+    from kai.kube.resources import QUEUE_TREES
+
+    kubeconfig, kube = api
+    tag = uuid.uuid4().hex[:6]
+    scheduler = f"kai-ns-{tag}"
+    by_tree, by_queue, unmapped = f"tree-{tag}", f"compiled-{tag}", f"free-{tag}"
+    for ns in (by_tree, by_queue, unmapped):
+        _namespace(made, ns)
+    made.create(
+        QUEUE_TREES,
+        {
+            "apiVersion": "gitops.kai.scheduler/v1alpha1",
+            "kind": "QueueTree",
+            "metadata": {"name": f"t-{tag}"},
+            "spec": {
+                "queues": [
+                    {
+                        "name": f"dept-{tag}",
+                        "children": [{"name": f"leaf-{tag}", "namespaces": [by_tree]}],
+                    }
+                ]
+            },
+        },
+    )
+    compiled = _queue(f"compiled-q-{tag}")
+    compiled["metadata"]["annotations"] = {"gitops.kai.scheduler/namespaces": by_queue}
+    made.create(QUEUES, compiled)
+    made.start(kubeconfig, scheduler_name=scheduler, components=("podgrouper",))
+    for ns in (by_tree, by_queue, unmapped):
+        made.create(PODS, pod_manifest("bare", ns, None, scheduler_name=scheduler))
+    made.create(PODS, pod_manifest("labelled", by_tree, f"own-{tag}", scheduler_name=scheduler))
+
+    def queues() -> dict[tuple[str, str], str]:
+        out = {}
+        for ns in (by_tree, by_queue, unmapped):
+            for pg in kube.list(PODGROUPS, namespace=ns)["items"]:
+                owner = pg["metadata"]["ownerReferences"][0]["name"]
+                out[(ns, owner)] = pg["spec"]["queue"]
+        return out
+
+    eventually(lambda: len(queues()) == 4, timeout=30)
+    assert queues() == {
+        (by_tree, "bare"): f"leaf-{tag}",
+        (by_queue, "bare"): f"compiled-q-{tag}",
+        (unmapped, "bare"): "default-queue",
+        (by_tree, "labelled"): f"own-{tag}",
+    }
