@@ -238,6 +238,11 @@ class SchedulerMetrics:
         self.e2e = r.gauge(
             "kai_e2e_scheduling_latency_milliseconds", "Duration of the last scheduling cycle"
         )
+        self.config_valid = r.gauge(
+            "kai_scheduler_config_valid",
+            "1 while the scheduler ConfigMap is in force, 0 while a refused one waits to be fixed",
+        )
+        self.config_valid.set(1)
         self.open_session = r.gauge(
             "kai_open_session_latency_milliseconds", "Time to build the last cycle's snapshot"
         )

@@ -151,8 +151,14 @@ def test_chart_crds_are_the_generated_ones() -> None:
             "scheduler.replicas=2",
             "binder.replicas=3",
         ],
+        [
+            "scheduler.shards[0].name=default",
+            "scheduler.shards[1].name=pool-a",
+            "scheduler.shards[1].partitionLabelValue=pool-a",
+            "scheduler.shards[1].spec.placementStrategy.gpu=spread",
+        ],
     ],
-    ids=["defaults", "webhook", "cert-manager"],
+    ids=["defaults", "webhook", "cert-manager", "shards"],
 )
 def test_every_rendered_object_is_valid(helm3: str, values: list[str]) -> None:
     """Built-in kinds against Kubernetes' own schemas (1.36, strict: no unknown field); ours
@@ -169,7 +175,8 @@ def test_every_rendered_object_is_valid(helm3: str, values: list[str]) -> None:
     }
     for (api_version, kind, _, name), obj in objects.items():
         if (api_version, kind) in crds:
-            jsonschema.validate(obj, crds[(api_version, kind)])
+            # a CRD schema is OpenAPI v3.0: draft 4's boolean exclusiveMinimum, not 2020-12's
+            jsonschema.Draft4Validator(crds[(api_version, kind)]).validate(obj)
         elif api_version.split("/")[0] in ("monitoring.coreos.com", "cert-manager.io"):
             assert kind in ("ServiceMonitor", "Certificate", "Issuer"), (kind, name)
         else:
@@ -368,3 +375,30 @@ def test_webhook_configurations_are_the_ones_kai_webhook_registers(helm3: str) -
         )
         assert key in objects, key
         assert objects[key]["webhooks"] == expected["webhooks"], key
+
+
+def test_one_scheduler_deployment_per_shard(helm3: str) -> None:
+    """Each shard: a SchedulingShard, a Deployment running `kai scheduler --shard NAME` (under
+    the scheduler's ServiceAccount) and its Lease name in the scheduler's Role."""
+    objects = _template(
+        helm3,
+        "scheduler.shards[0].name=default",
+        "scheduler.shards[1].name=pool-a",
+        "scheduler.shards[1].partitionLabelValue=pool-a",
+    )
+    shards = {k[3]: o for k, o in objects.items() if k[1] == "SchedulingShard"}
+    assert {n: o["spec"]["partitionLabelValue"] for n, o in shards.items()} == {
+        "default": "",
+        "pool-a": "pool-a",
+    }
+    deployments = {k[3]: o for k, o in objects.items() if k[1] == "Deployment"}
+    assert "kai-scheduler" not in deployments
+    parser = _parser("scheduler")
+    assert parser is not None
+    for shard in shards:
+        pod = deployments[f"kai-scheduler-{shard}"]["spec"]["template"]["spec"]
+        assert pod["serviceAccountName"] == "kai-scheduler"
+        assert parser.parse_args(pod["containers"][0]["args"][1:]).shard == shard
+    role = objects[("rbac.authorization.k8s.io/v1", "Role", "kai-scheduler", "kai-scheduler")]
+    named = [r for r in role["rules"] if r.get("resourceNames")]
+    assert named[0]["resourceNames"] == ["kai-scheduler", "kai-scheduler-pool-a"]

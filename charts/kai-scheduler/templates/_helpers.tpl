@@ -77,7 +77,7 @@ seccompProfile:
 {{/*
 A component's Deployment, metrics Service and PodDisruptionBudget.
 Arguments: root, component (scheduler/binder/...), values (its values block), args (list),
-extraPorts, volumes, volumeMounts (lists, optional).
+extraPorts, volumes, volumeMounts (lists, optional), serviceAccount (default: the component).
 */}}
 {{- define "kai.component" -}}
 {{- $root := .root -}}
@@ -107,7 +107,7 @@ spec:
         {{- toYaml . | nindent 8 }}
       {{- end }}
     spec:
-      serviceAccountName: kai-{{ .component }}
+      serviceAccountName: kai-{{ .serviceAccount | default .component }}
       securityContext:
         {{- include "kai.podSecurityContext" . | nindent 8 }}
       {{- with $root.Values.imagePullSecrets }}

@@ -36,6 +36,7 @@ __all__ = [
     "QUEUE_LABEL",
     "NamespaceBinding",
     "NamespaceQueues",
+    "from_cluster",
     "from_queue_trees",
     "from_queues",
     "resolve_queue",
@@ -138,6 +139,17 @@ def from_queues(queues: Iterable[Mapping[str, Any]]) -> NamespaceQueues:
             if namespace.strip():
                 candidates.append((key, NamespaceBinding(namespace.strip(), md["name"], source)))
     return _collect(candidates)
+
+
+def from_cluster(
+    trees: Iterable[Mapping[str, Any]], queues: Iterable[Mapping[str, Any]]
+) -> NamespaceQueues:
+    """The bindings the cluster holds: those of the Queues (compiled by ``kai controller``),
+    overridden by those of the QueueTree documents (newer: the controller may not have compiled
+    them yet). The pod-grouper and the mutating webhook both resolve with this."""
+    by_queues = from_queues(queues).bindings
+    by_trees = from_queue_trees(trees).bindings
+    return NamespaceQueues(dict(sorted({**by_queues, **by_trees}.items())))
 
 
 def resolve_queue(

@@ -10,6 +10,7 @@ cannot be reached.
 from __future__ import annotations
 
 import argparse
+import logging
 import sys
 import threading
 from collections.abc import Callable
@@ -20,6 +21,8 @@ from kai.commands._signals import wait_for_signal
 
 HELP = "run the scheduler against a Kubernetes API"
 
+log = logging.getLogger("kai.commands")
+
 
 def add_live_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
@@ -29,8 +32,9 @@ def add_live_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--scheduler-name",
-        default="kai-scheduler",
-        help="handle pods whose spec.schedulerName is this (default: kai-scheduler)",
+        default=None,
+        help="handle pods whose spec.schedulerName is this (default: spec.global.schedulerName "
+        "of KAI's Config kai-config if there is one, else kai-scheduler)",
     )
     parser.add_argument(
         "--metrics-port",
@@ -52,8 +56,26 @@ def add_live_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def add_node_pool_label_argument(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--node-pool-label-key",
+        default=None,
+        metavar="KEY",
+        help="label naming the node pool (shard) of nodes, Queues and workloads (default: "
+        "spec.global.nodePoolLabelKey of KAI's Config kai-config, else kai.scheduler/node-pool)",
+    )
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_live_arguments(parser)
+    add_node_pool_label_argument(parser)
+    parser.add_argument(
+        "--shard",
+        metavar="NAME",
+        help="serve only the node pool of this SchedulingShard (its partitionLabelValue): its "
+        "nodes, Queues and PodGroups, its ConfigMap section, its own Lease (default: no shard, "
+        "the whole cluster)",
+    )
     parser.add_argument(
         "--period",
         type=float,
@@ -115,8 +137,15 @@ def run_live(
     setup_logging(args.log_level, args.log_format)
     from kai.kube.client import ConfigError, KubeError
     from kai.metrics import MetricsServer
+    from kai.reconcilers.shard import ShardError
     from kai.sim.system import System, SystemOptions
 
+    try:
+        resolve_kai_config(args, options)
+    except (ConfigError, KubeError) as exc:
+        what = exc if isinstance(exc, ConfigError) else f"cannot reach the cluster: {exc}"
+        complain(f"kai {component}", str(what), args.log_format)
+        return 2
     opts = SystemOptions(
         scheduler_name=args.scheduler_name,
         leader_election=not args.no_leader_election,
@@ -147,8 +176,8 @@ def run_live(
             return 2
     try:
         system.start()
-    except (ConfigError, KubeError) as exc:
-        what = exc if isinstance(exc, ConfigError) else f"cannot reach the cluster: {exc}"
+    except (ConfigError, KubeError, ShardError) as exc:
+        what = str(exc) if not isinstance(exc, KubeError) else f"cannot reach the cluster: {exc}"
         complain(f"kai {component}", str(what), args.log_format)
         if metrics is not None:
             metrics.stop()
@@ -164,6 +193,33 @@ def run_live(
             metrics.stop()
         system.stop()
     return code
+
+
+def resolve_kai_config(args: argparse.Namespace, options: dict[str, Any]) -> None:
+    """Fill what the command line left unset from KAI's Config ``kai-config`` (scheduler name,
+    queue and node-pool label keys), else KAI's defaults. Flags given explicitly win."""
+    from kai.kube.client import Kube
+    from kai.reconcilers.shard import NODE_POOL_LABEL, read_kai_config
+
+    wanted = args.scheduler_name is None or (
+        "queue_label" in options and options["queue_label"] is None
+    )
+    wanted = wanted or ("node_pool_label" in options and options["node_pool_label"] is None)
+    found: dict[str, str] = {}
+    if wanted:
+        kube = Kube.from_kubeconfig(args.kubeconfig)
+        try:
+            found = read_kai_config(kube)
+        finally:
+            kube.close()
+    if found:
+        log.info("KAI Config kai-config: %s", ", ".join(f"{k}={v}" for k, v in found.items()))
+    if args.scheduler_name is None:
+        args.scheduler_name = found.get("schedulerName", "kai-scheduler")
+    if "queue_label" in options and options["queue_label"] is None:
+        options["queue_label"] = found.get("queueLabelKey", "kai.scheduler/queue")
+    if "node_pool_label" in options and options["node_pool_label"] is None:
+        options["node_pool_label"] = found.get("nodePoolLabelKey", NODE_POOL_LABEL)
 
 
 def config_map_of(args: argparse.Namespace) -> str:
@@ -209,4 +265,6 @@ def run(args: argparse.Namespace) -> int:
         usage_source=args.usage_source,
         prometheus_url=args.prometheus_url,
         usage_history=usage_history,
+        shard=args.shard,
+        node_pool_label=args.node_pool_label_key,
     )

@@ -19,6 +19,9 @@ QUEUES = Resource("scheduling.run.ai", "v2", "queues", False, "Queue")
 PODGROUPS = Resource("scheduling.run.ai", "v2alpha2", "podgroups", True, "PodGroup")
 BIND_REQUESTS = Resource("scheduling.run.ai", "v1alpha2", "bindrequests", True, "BindRequest")
 TOPOLOGIES = Resource("kai.scheduler", "v1alpha1", "topologies", False, "Topology")
+QUEUE_TREES = Resource("gitops.kai.scheduler", "v1alpha1", "queuetrees", False, "QueueTree")
+SCHEDULING_SHARDS = Resource("kai.scheduler", "v1", "schedulingshards", False, "SchedulingShard")
+KAI_CONFIGS = Resource("kai.scheduler", "v1", "configs", False, "Config")  # KAI's operator CRD
 
 #: apiVersion/kind -> resource, for applying manifests
 BY_KIND: dict[tuple[str, str], Resource] = {
@@ -37,5 +40,6 @@ BY_KIND: dict[tuple[str, str], Resource] = {
         PODGROUPS,
         BIND_REQUESTS,
         TOPOLOGIES,
+        SCHEDULING_SHARDS,
     )
 }

@@ -23,7 +23,7 @@ import threading
 from collections.abc import Hashable, Mapping
 from typing import Any, cast
 
-from kai.api.namespace_queues import NamespaceQueues, from_queues
+from kai.api.namespace_queues import NamespaceQueues, from_cluster
 from kai.kube.client import ApiError, Kube, KubeError
 from kai.kube.events import EventRecorder
 from kai.kube.informer import Informer
@@ -42,6 +42,7 @@ from kai.reconcilers.grouping import (
 from kai.reconcilers.grouping.base import (
     BATCH_MIN_MEMBER,
     DEFAULT_QUEUE,
+    NODE_POOL_LABEL,
     PREEMPTIBILITY_LABEL,
     QUEUE_LABEL,
     SKIP_ANNOTATION,
@@ -82,10 +83,12 @@ def podgroup_for(
     owner: dict[str, Any] | None,
     queue_label: str = QUEUE_LABEL,
     namespaces: NamespaceQueues | None = None,
+    node_pool_label: str = NODE_POOL_LABEL,
 ) -> dict[str, Any]:
     """The PodGroup of a pod whose only owner is ``owner`` (None for a bare pod)."""
     chain = Chain(pod, [owner] if owner is not None else [])
-    return manifest(chain, plan_for(chain), Settings(queue_label, namespaces))
+    settings = Settings(queue_label, namespaces, node_pool_label=node_pool_label)
+    return manifest(chain, plan_for(chain), settings)
 
 
 class PodGrouper:
@@ -104,11 +107,15 @@ class PodGrouper:
         queues: Informer | None = None,
         default_priorities: str | None = None,
         owner_ttl: float = 10.0,
+        node_pool_label: str = NODE_POOL_LABEL,
+        queue_trees: Informer | None = None,
     ) -> None:
         self.kube = kube
         self.queue_label = queue_label
+        self.node_pool_label = node_pool_label
         self.queues = queues  # Queues: their namespace bindings (gitops.kai.scheduler/namespaces)
-        self._bindings: tuple[int, NamespaceQueues] = (-1, NamespaceQueues())
+        self.queue_trees = queue_trees  # QueueTrees: their namespaces (None: the Queues' only)
+        self._bindings: tuple[tuple[int, int], NamespaceQueues] = ((-1, -1), NamespaceQueues())
         self.pods = pods
         self.jobs = jobs
         self.podgroups = podgroups
@@ -177,13 +184,16 @@ class PodGrouper:
             self.queue.add(key)
 
     def _namespace_queues(self) -> NamespaceQueues | None:
-        """The bindings of the Queues in the cache, computed again only when they changed."""
+        """The bindings of the QueueTrees and Queues in the cache (the mutating webhook's
+        resolver), computed again only when they changed."""
         if self.queues is None:
             return None
         generation, bindings = self._bindings
-        if generation != self.queues.generation:
-            generation = self.queues.generation
-            bindings = from_queues(self.queues.items())
+        trees = self.queue_trees
+        current = (self.queues.generation, trees.generation if trees is not None else -1)
+        if generation != current:
+            generation = current
+            bindings = from_cluster(trees.items() if trees is not None else (), self.queues.items())
             self._bindings = (generation, bindings)
         return bindings
 
@@ -259,7 +269,12 @@ class PodGrouper:
         pod = chain.pod
         try:
             plan = plan_for(chain)
-            settings = Settings(self.queue_label, self._namespace_queues(), self._defaults())
+            settings = Settings(
+                self.queue_label,
+                self._namespace_queues(),
+                self._defaults(),
+                node_pool_label=self.node_pool_label,
+            )
             desired = manifest(chain, plan, settings)
         except GroupingError as exc:
             self._warn(pod, f"no PodGroup created: {exc}")

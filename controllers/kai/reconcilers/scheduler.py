@@ -29,7 +29,7 @@ import threading
 import time
 from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
@@ -49,6 +49,7 @@ from kai.kube.resources import (
 from kai.kube.writes import create_if_absent, delete_if_present, patch_if_changed
 from kai.metrics import SchedulerMetrics
 from kai.reconcilers.cluster_snapshot import ClusterSnapshot, from_caches
+from kai.reconcilers.shard import NodePool, set_shard_condition
 from kai.reconcilers.snapshot_builder import (
     LAST_EVICTION,
     LAST_START,
@@ -94,7 +95,6 @@ def is_stale(job: JobSpec, statuses: Mapping[str, TaskStatus]) -> bool:
     return not root.satisfied
 
 
-NODE_POOL = "default"
 CONFIG_MAP = "kai-scheduler/kai-scheduler-config"
 
 
@@ -121,6 +121,7 @@ class SchedulerOptions:
     workers: int = 16  # concurrent API writes per cycle
     config_map: str = CONFIG_MAP  # namespace/name of the rendered scheduler ConfigMap
     usage: Any = None  # kai.reconcilers.usage.UsageSource: time-based fairshare (None = off)
+    pool: NodePool = field(default_factory=NodePool)  # the shard's node pool (default: all)
 
 
 def make_informers(kube: Kube, scheduler_name: str, config_map: str = CONFIG_MAP) -> InformerSet:
@@ -142,38 +143,13 @@ def make_informers(kube: Kube, scheduler_name: str, config_map: str = CONFIG_MAP
     return informers
 
 
-def config_from_configmap(cm: dict[str, Any]) -> SchedulerConfig:
-    """The default node pool's SchedulerConfig from the rendered scheduler ConfigMap: the
-    ``scheduler-policy.*.yaml`` document with ``nodePool: ""`` and the matching
-    ``sharing-policy.*.yaml`` (see kai.gitops.compile). Raises ValueError naming the key."""
-    import yaml
+def config_from_configmap(cm: dict[str, Any], node_pool: str = "") -> SchedulerConfig:
+    """The SchedulerConfig of ``node_pool`` from the rendered scheduler ConfigMap (see
+    :func:`kai.api.scheduler_configmap.read_scheduler_configmap`, which checks every key first).
+    Raises ValueError naming the key and field."""
+    from kai.api.scheduler_configmap import read_scheduler_configmap
 
-    from kai.api.scheduler_settings import to_scheduler_config
-
-    data = cm.get("data") or {}
-    policy: dict[str, Any] | None = None
-    sharing: dict[str, Any] | None = None
-    for key in sorted(data):
-        if not (key.startswith("scheduler-policy.") or key.startswith("sharing-policy.")):
-            continue
-        try:
-            doc = yaml.safe_load(data[key])
-        except yaml.YAMLError as exc:
-            raise ValueError(f"data[{key}]: not YAML: {exc}") from exc
-        if not isinstance(doc, dict):
-            raise ValueError(f"data[{key}]: expected a mapping")
-        if (doc.get("nodePool") or "") != "":
-            continue
-        if key.startswith("scheduler-policy."):
-            policy = doc
-        else:
-            sharing = doc
-    if policy is None:
-        return SchedulerConfig()
-    try:
-        return to_scheduler_config(policy, sharing)
-    except (TypeError, ValueError) as exc:
-        raise ValueError(f"scheduler policy {policy.get('name')!r}: {exc}") from exc
+    return read_scheduler_configmap(cm, node_pool).config
 
 
 class Scheduler:
@@ -192,7 +168,10 @@ class Scheduler:
         self.options = options or SchedulerOptions()
         self.metrics = metrics or SchedulerMetrics()
         self.is_leader = is_leader or (lambda: True)
-        self.builder = SnapshotBuilder(self.options.scheduler_name, self.options.config)
+        self.builder = SnapshotBuilder(
+            self.options.scheduler_name, self.options.config, self.options.pool
+        )
+        self.config_problem: str | None = None  # why the ConfigMap is refused (None: fine)
         self.actions = list((self.options.config or SchedulerConfig()).actions)
         self._config_version: str | None = None
         self._unsupported: set[str] = set()
@@ -279,8 +258,17 @@ class Scheduler:
         return items
 
     def _refresh_config(self) -> None:
-        """Take the SchedulerPolicy of the default node pool from the rendered ConfigMap
-        (``kai render``) when it changes; a bad one is reported and the last good one kept."""
+        """Take the settings of this scheduler's node pool from the rendered ConfigMap
+        (``kai render`` / ``kai controller``) when it changes. The ConfigMap is checked as a
+        whole: a bad one is refused (Warning ``InvalidConfig`` Event on it, the shard's
+        ``ConfigValid`` condition False, metric ``kai_scheduler_config_valid`` 0) and the last
+        good settings stay in force; a good one afterwards clears all three."""
+        from kai.api.scheduler_configmap import (
+            InvalidSchedulerConfig,
+            SchedulerConfigMap,
+            read_scheduler_configmap,
+        )
+
         if self.options.config is not None or "config" not in self.informers.informers:
             return
         items = self.informers["config"].items()
@@ -289,17 +277,52 @@ class Scheduler:
         if version == self._config_version:
             return
         self._config_version = version
-        config = SchedulerConfig()
+        pool = self.options.pool
+        settings = SchedulerConfigMap(SchedulerConfig())
         if cm is not None:
             try:
-                config = config_from_configmap(cm)
-            except ValueError as exc:
-                log.warning("scheduler ConfigMap: %s; keeping the previous settings", exc)
-                self.recorder.event(cm, "Warning", "InvalidConfig", str(exc))
+                settings = read_scheduler_configmap(cm, pool.partition)
+            except InvalidSchedulerConfig as exc:
+                self._config_refused(cm, exc.problems)
                 return
-        self.builder.config = config
-        self.actions = [a for a in config.actions if a not in self._unsupported]
-        log.info("scheduler settings: actions %s", ", ".join(self.actions))
+        was_refused = self.config_problem is not None
+        self.config_problem = None
+        self.metrics.config_valid.set(1)
+        self.builder.config = settings.config
+        self.builder.sharing_modes = settings.sharing_modes
+        self.actions = [a for a in settings.config.actions if a not in self._unsupported]
+        source = f"SchedulerPolicy {settings.policy}" if settings.policy else "KAI's defaults"
+        log.info(
+            "scheduler settings of node pool %s: %s; actions %s",
+            pool.name,
+            source,
+            ", ".join(self.actions),
+        )
+        message = f"node pool {pool.name}: {source} applied"
+        if cm is not None and was_refused:
+            self.recorder.event(cm, "Normal", "ConfigApplied", message)
+        set_shard_condition(self.kube, pool, "ConfigValid", "True", "Applied", message, rfc3339())
+
+    def _config_refused(self, cm: dict[str, Any], problems: list[str]) -> None:
+        text = "; ".join(problems)
+        md = cm["metadata"]
+        message = (
+            f"ConfigMap {md.get('namespace')}/{md.get('name')} refused, "
+            f"the previous settings are kept: {text}"
+        )
+        self.config_problem = message
+        self.metrics.config_valid.set(0)
+        log.warning("scheduler %s", message)
+        self.recorder.event(cm, "Warning", "InvalidConfig", message)
+        set_shard_condition(
+            self.kube,
+            self.options.pool,
+            "ConfigValid",
+            "False",
+            "InvalidConfig",
+            message,
+            rfc3339(),
+        )
 
     def run_once(self) -> SessionResult | None:
         t0 = time.monotonic()
@@ -529,7 +552,8 @@ class Scheduler:
                 pod,
                 "Normal",
                 "Scheduled",
-                f"Successfully assigned {ns}/{name} to {decision.node} at node-pool {NODE_POOL}",
+                f"Successfully assigned {ns}/{name} to {decision.node} "
+                f"at node-pool {self.options.pool.name}",
             )
 
     # -- evictions -----------------------------------------------------------------------
@@ -551,7 +575,7 @@ class Scheduler:
                 "podgroup": (pg or {}).get("metadata", {}).get("name", ""),
                 "namespace": md["namespace"],
                 "uid": (pg or {}).get("metadata", {}).get("uid", ""),
-                "nodepool": NODE_POOL,
+                "nodepool": self.options.pool.name,
                 "action": action,
             }
         )
@@ -633,7 +657,7 @@ class Scheduler:
         self._transition += 1
         condition = {
             "type": "UnschedulableOnNodePool",
-            "nodePool": NODE_POOL,
+            "nodePool": self.options.pool.name,
             "reason": reasons[0].reason.value,
             "message": text,
             "reasons": [{"reason": r.reason.value, "message": r.message} for r in reasons],

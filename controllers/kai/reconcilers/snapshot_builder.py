@@ -26,7 +26,7 @@ from __future__ import annotations
 import calendar
 import functools
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, TypeVar
@@ -36,7 +36,9 @@ from kai.api.duration import parse_duration as _parse_go_duration
 from kai.api.gpu_request import GPU_RESOURCE, GpuRequestError, gpu_request_from_pod
 from kai.api.pod_requests import effective_requests, is_sidecar
 from kai.api.quantity import QuantityError, parse_quantity
+from kai.reconcilers.shard import NodePool
 from kai.scheduler.selectors import SELECTOR_OPERATORS
+from kai.scheduler.sharing_modes import node_sharing_modes
 from kai.scheduler.snapshot import (
     GpuRequest,
     JobSpec,
@@ -686,9 +688,18 @@ class BuiltSnapshot:
 class SnapshotBuilder:
     """Turns cache contents into Snapshots; keeps the per-pod parse cache between cycles."""
 
-    def __init__(self, scheduler_name: str, config: SchedulerConfig | None = None) -> None:
+    def __init__(
+        self,
+        scheduler_name: str,
+        config: SchedulerConfig | None = None,
+        pool: NodePool | None = None,
+    ) -> None:
         self.scheduler_name = scheduler_name
         self.config = config or SchedulerConfig()
+        # the shard's node pool: only its nodes, Queues and PodGroups (and their pods) are seen
+        self.pool = pool or NodePool()
+        # GPU sharing modes per node pool (the SharingPolicies); empty = every mode everywhere
+        self.sharing_modes: Mapping[str, Collection[str]] = {}
         # parsed pods and PodGroups by uid: (resourceVersion, cache key, result); the same
         # resourceVersion is the same object, so an unchanged one is found without its key
         self._pods: dict[str, tuple[Any, Any, PodInfo | ObjectError]] = {}
@@ -779,14 +790,23 @@ class SnapshotBuilder:
         problems: list[SkippedObject] = []
         built = BuiltSnapshot(snapshot=Snapshot(now=0.0, nodes=[], queues=[], jobs=[]))
         classes, default_priority = _priority_classes(priority_classes)
+        other_pools: set[tuple[str, str]] = set()
+        if self.pool.shard is not None:
+            nodes = [n for n in nodes if self.pool.holds(_labels_of(n))]
+            queues = [q for q in queues if self.pool.holds(_labels_of(q))]
+            podgroups, other_pools = self._own_podgroups(podgroups)
         # PodGroups first: a pod counts as a task only when its PodGroup is understood
         parsed_jobs = self._parse_podgroups(podgroups, classes, default_priority, problems)
         brs_by_pod = _bind_requests_by_pod(bind_requests)
         pod_tasks = _PodTasks()
-        self._parse_pods(pods, parsed_jobs, brs_by_pod, built, pod_tasks, problems)
+        self._parse_pods(pods, parsed_jobs, brs_by_pod, built, pod_tasks, problems, other_pools)
         # BindRequests whose pod is gone (or terminal) are left for the caller to delete
         built.stale_bind_requests = [br for br in brs_by_pod.values() if br is not None]
         node_specs = self._parse_nodes(nodes, pod_tasks.foreign, problems)
+        if self.sharing_modes:
+            modes = node_sharing_modes(self.sharing_modes, node_specs, self.pool.label_key)
+            for node_spec, allowed in zip(node_specs, modes, strict=True):
+                node_spec.sharing_modes = allowed
         node_names = {n.name for n in node_specs}
         jobs = _assemble_jobs(parsed_jobs, pod_tasks.by_group, node_names, built)
         built.snapshot = Snapshot(
@@ -799,6 +819,21 @@ class SnapshotBuilder:
         )
         built.problems = problems
         return built
+
+    def _own_podgroups(
+        self, podgroups: Iterable[dict[str, Any]]
+    ) -> tuple[list[dict[str, Any]], set[tuple[str, str]]]:
+        """The PodGroups of this pool, and the (namespace, name) of the others: their pods are
+        another shard's business (they are neither tasks nor "waiting for the pod-grouper")."""
+        own: list[dict[str, Any]] = []
+        others: set[tuple[str, str]] = set()
+        for pg in podgroups:
+            md = pg.get("metadata") or {}
+            if self.pool.holds(md.get("labels")):
+                own.append(pg)
+            else:
+                others.add((str(md.get("namespace") or ""), str(md.get("name") or "")))
+        return own, others
 
     def _parse_podgroups(
         self,
@@ -827,6 +862,7 @@ class SnapshotBuilder:
         built: BuiltSnapshot,
         out: _PodTasks,
         problems: list[SkippedObject],
+        other_pools: Collection[tuple[str, str]] = (),
     ) -> None:
         """Ours become tasks of their PodGroup; others on nodes reduce the node's capacity."""
         seen_uids: set[str] = set()
@@ -849,6 +885,17 @@ class SnapshotBuilder:
                 if spec.get("nodeName"):
                     out.add_foreign_pod(spec, md)
                 continue
+            if self.pool.shard is not None:
+                group = _mapping(md.get("annotations")).get(POD_GROUP_ANNOTATION)
+                if (ns, str(group)) in other_pools or (
+                    group is None and not self.pool.holds(md.get("labels"))
+                ):
+                    # another shard's pod: on a node it holds that node's capacity (nodes are
+                    # partitioned, so only if someone bound it across pools)
+                    if spec.get("nodeName"):
+                        out.add_foreign_pod(spec, md)
+                    brs_by_pod.pop((ns, str(md.get("name"))), None)
+                    continue
             info = self._pod_info(pod)
             if isinstance(info, ObjectError):
                 problems.append(SkippedObject(pod, info.field, info.message))
@@ -967,6 +1014,10 @@ def _task(
         namespace=ns,
         host_ports=info.host_ports,
     )
+
+
+def _labels_of(obj: Mapping[str, Any]) -> Mapping[str, Any]:
+    return _mapping(_mapping(obj.get("metadata")).get("labels"))
 
 
 def _priority_classes(priority_classes: Iterable[dict[str, Any]]) -> tuple[dict[str, int], int]:

@@ -25,6 +25,7 @@ from kai.metrics import SchedulerMetrics
 from kai.reconcilers.binder import Binder
 from kai.reconcilers.podgrouper import PodGrouper
 from kai.reconcilers.scheduler import Scheduler, SchedulerOptions, make_informers
+from kai.reconcilers.shard import load_node_pool
 from kai.reconcilers.status import StatusWriter
 from kai.scheduler.snapshot import SchedulerConfig
 from kai.sim.kubelet import Kubelet
@@ -142,6 +143,8 @@ class SystemOptions:
     queue_label: str = "kai.scheduler/queue"  # the pod-grouper's queue label key
     # "namespace/name" of the pod-grouper's per-kind default priorities ConfigMap (KAI's)
     default_priorities: str | None = None
+    node_pool_label: str = "kai.scheduler/node-pool"  # KAI's nodePoolLabelKey
+    shard: str | None = None  # the scheduler's SchedulingShard (None: the whole cluster)
     components: tuple[str, ...] = ("scheduler", "binder", "podgrouper", "nodes")
     config_map: str = "kai-scheduler/kai-scheduler-config"  # rendered scheduler settings
     # time-based fairshare: none | accounting | prometheus (kai.reconcilers.usage)
@@ -210,15 +213,22 @@ class System:
         recorder = EventRecorder(kube, "kai-scheduler").start()
         self.stoppers.append(recorder.stop)
         informers = make_informers(kube, o.scheduler_name, o.config_map)
-        # one Lease per scheduler name: schedulers of different names do not fight over one
-        elector = self._elector(kube, o.scheduler_name, "kai-scheduler")
+        pool = load_node_pool(kube, o.shard, o.node_pool_label)
+        # one Lease per scheduler name and node pool: schedulers of different names or shards
+        # do not fight over one
+        elector = self._elector(kube, pool.lease_name(o.scheduler_name), "kai-scheduler")
         usage = self._usage_source(kube)
         scheduler = Scheduler(
             kube,
             informers,
             recorder,
             SchedulerOptions(
-                o.scheduler_name, o.period, o.config, config_map=o.config_map, usage=usage
+                o.scheduler_name,
+                o.period,
+                o.config,
+                config_map=o.config_map,
+                usage=usage,
+                pool=pool,
             ),
             self.metrics,
             is_leader=(lambda: elector.is_leader) if elector else None,
@@ -289,7 +299,7 @@ class System:
         self.informers["binder"] = binformers
 
     def _start_podgrouper(self, sync_timeout: float) -> None:
-        from kai.kube.resources import QUEUES
+        from kai.kube.resources import QUEUE_TREES, QUEUES
 
         o = self.options
         kube = self._kube()
@@ -302,6 +312,7 @@ class System:
         jobs = ginformers.add("jobs", JOBS)
         pgs = ginformers.add("podgroups", PODGROUPS)
         gqueues = ginformers.add("queues", QUEUES)
+        gtrees = ginformers.add("queuetrees", QUEUE_TREES)
         ginformers.start()
         self.stoppers.append(ginformers.stop)
         ginformers.wait_synced(sync_timeout)
@@ -314,8 +325,10 @@ class System:
             scheduler_name=o.scheduler_name,
             workers=o.grouper_workers,
             queue_label=o.queue_label,
+            node_pool_label=o.node_pool_label,
             queues=gqueues,
             default_priorities=o.default_priorities,
+            queue_trees=gtrees,
         ).start()
         self.stoppers.append(self.grouper.stop)
         self.informers["podgrouper"] = ginformers

@@ -16,7 +16,7 @@ import threading
 from dataclasses import dataclass, field
 from typing import Any
 
-from kai.api.namespace_queues import NamespaceQueues, from_queue_trees, from_queues
+from kai.api.namespace_queues import NamespaceQueues, from_cluster
 from kai.kube.client import ApiError, Kube, Resource
 from kai.kube.informer import InformerSet
 from kai.kube.resources import PODGROUPS, PODS, QUEUES, TOPOLOGIES
@@ -176,10 +176,7 @@ class ClusterView:
         with self._lock:
             trees, queues = self._items("queuetrees"), self._items("queues")
             index = queue_index(trees, queues)
-            by_queues = from_queues(queues).bindings
-            by_trees = from_queue_trees(trees).bindings
-            # the documents win over the Queues compiled from them (newer), else the Queues
-            merged = NamespaceQueues(dict(sorted({**by_queues, **by_trees}.items())))
+            merged = from_cluster(trees, queues)  # the pod-grouper's resolver too
             self._cached = (generations, index, merged)
             return index, merged
 

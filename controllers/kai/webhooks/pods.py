@@ -30,7 +30,7 @@ from typing import Any
 import orjson
 
 from kai.api.gpu_request import GpuRequestError, gpu_request_from_pod
-from kai.api.namespace_queues import PROJECT_LABEL, QUEUE_LABEL
+from kai.api.namespace_queues import PROJECT_LABEL, QUEUE_LABEL, resolve_queue
 from kai.webhooks.cluster import ClusterView
 from kai.webhooks.review import Request, Verdict, json_patch
 
@@ -118,7 +118,14 @@ class PodMutator:
         spec = out.setdefault("spec", {})
         labels = md.get("labels") or {}
         if not labels.get(QUEUE_LABEL) and not labels.get(PROJECT_LABEL):
-            queue = self.cluster.namespace_queues().queue_for(namespace or md.get("namespace", ""))
+            # the pod-grouper's resolver, minus its default queue (left to the pod-grouper)
+            queue = resolve_queue(
+                namespace or md.get("namespace", ""),
+                labels,
+                None,
+                self.cluster.namespace_queues(),
+                default_queue="",
+            )
             if queue:
                 md["labels"] = {**labels, QUEUE_LABEL: queue}
         try:

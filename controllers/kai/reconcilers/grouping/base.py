@@ -260,6 +260,7 @@ class Settings:
     queue_label: str = QUEUE_LABEL
     namespaces: NamespaceQueues | None = None
     kind_defaults: Mapping[tuple[str, str], KindDefault] = field(default_factory=dict)
+    node_pool_label: str = NODE_POOL_LABEL  # KAI's nodePoolLabelKey: the shard of a workload
 
 
 def _first(sources: list[dict[str, Any]], key: str, *, annotation: bool = False) -> str | None:
@@ -338,9 +339,9 @@ def manifest(chain: Chain, plan: Plan, settings: Settings) -> dict[str, Any]:
     kind = str(owner.get("kind") or "Pod")
     group, _, version = api_version.rpartition("/")
     pg_labels = {settings.queue_label: queue}
-    node_pool = _first(sources, NODE_POOL_LABEL)
-    if node_pool:
-        pg_labels[NODE_POOL_LABEL] = node_pool
+    node_pool = _first(sources, settings.node_pool_label)
+    if node_pool:  # copied from the owners (else the pod), as KAI: the PodGroup's shard
+        pg_labels[settings.node_pool_label] = node_pool
     user = _first(sources, "user")
     if user:
         pg_labels["user"] = user
