@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections.abc import Hashable
 from typing import Any, cast
 
@@ -47,6 +48,8 @@ TOPOLOGY_REQUIRED = "kai.scheduler/topology-required-placement"
 TOPOLOGY_PREFERRED = "kai.scheduler/topology-preferred-placement"
 DEFAULT_QUEUE = "default-queue"
 DEFAULT_PRIORITY_CLASS = "train"
+RECENT_TTL = 30.0  # seconds a PodGroup created here is trusted before the informer has it
+RECENT_MAX = 10_000
 
 
 class GroupingError(ValueError):
@@ -190,6 +193,11 @@ class PodGrouper:
         self.scheduler_name = scheduler_name
         self.queue = WorkQueue("podgrouper", self._process, workers=workers)
         self._warned: dict[str, str] = {}
+        # PodGroups this process created, until the informer has them (RECENT_TTL): the other
+        # pods of the same Job use them without a second create (409) and a read-back (GET)
+        self._recent: dict[tuple[str, str], tuple[float, dict[str, Any]]] = {}
+        self._pg_locks: dict[tuple[str, str], tuple[threading.Lock, int]] = {}
+        self._recent_lock = threading.Lock()
         self._waiting_for_owner: dict[str, set[tuple[str, str]]] = {}
         self._waiting_lock = threading.Lock()
         self.is_leader = is_leader or (lambda: True)
@@ -298,14 +306,50 @@ class PodGrouper:
             "metadata": {"name": ref.get("name"), "uid": ref.get("uid")},
         }
 
+    def _podgroup(self, desired: dict[str, Any]) -> dict[str, Any]:
+        """The stored PodGroup ``desired`` names: from the informer, else the one this process
+        created moments ago, else created now (or read, when another writer made it). Writers
+        of one PodGroup take turns, so the pods of a Job cost one create between them."""
+        md = desired["metadata"]
+        key = (md["namespace"], md["name"])
+        with self._recent_lock:
+            lock, users = self._pg_locks.get(key) or (threading.Lock(), 0)
+            self._pg_locks[key] = (lock, users + 1)
+        try:
+            with lock:
+                current = self.podgroups.get(key[1], key[0])
+                now = time.monotonic()
+                with self._recent_lock:
+                    recent = self._recent.get(key)
+                    if current is not None or (recent and now - recent[0] > RECENT_TTL):
+                        self._recent.pop(key, None)
+                        recent = None
+                if current is not None:
+                    return current
+                if recent is not None:
+                    return recent[1]
+                current, _created = create_or_get(self.kube, PODGROUPS, desired)
+                with self._recent_lock:
+                    self._recent[key] = (time.monotonic(), current)
+                    if len(self._recent) > RECENT_MAX:  # informer stalled: keep the newest
+                        oldest = sorted(self._recent.items(), key=lambda kv: kv[1][0])
+                        for stale, _ in oldest[: len(self._recent) - RECENT_MAX // 2]:
+                            del self._recent[stale]
+                return current
+        finally:
+            with self._recent_lock:
+                lock, users = self._pg_locks[key]
+                if users <= 1:
+                    del self._pg_locks[key]
+                else:
+                    self._pg_locks[key] = (lock, users - 1)
+
     def _write_podgroup(self, pod: dict[str, Any], desired: dict[str, Any]) -> bool:
         """Create (or bring up to date) the pod's PodGroup and annotate the pod with it."""
         ns, name = pod["metadata"]["namespace"], pod["metadata"]["name"]
         pg_name = desired["metadata"]["name"]
         try:
-            current = self.podgroups.get(pg_name, ns)
-            if current is None:
-                current, _created = create_or_get(self.kube, PODGROUPS, desired)
+            current = self._podgroup(desired)
             if current is not None:
                 # queue, markUnschedulable and schedulingBackoff stay as created
                 spec = current.get("spec") or {}
