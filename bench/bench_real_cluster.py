@@ -1,8 +1,8 @@
 """kai against kube-scheduler on a real Kubernetes API server (issue 15).
 
 For each scheduler and each repeat, on a freshly started and wiped real control plane
-(kube-apiserver v1.36 + etcd + kube-controller-manager, from ``../shared/real-k8s`` next to the
-checkout or ``$KAI_REAL_K8S``): N fake GPU nodes (Ready, the not-ready taint lifted, a simulated
+(kube-apiserver v1.36 + etcd + kube-controller-manager, started by the ``up.sh`` of
+``$KAI_REAL_K8S``): N fake GPU nodes (Ready, the not-ready taint lifted, a simulated
 kubelet that starts bound pods and admits them as a real kubelet does), then P pending pods --
 60 % single-GPU pods, 20 % fractional pods (half a GPU), 20 % in batch/v1 Jobs of 4 pods each,
 gangs for kai (``kai.scheduler/batch-min-member: 4``), whose pods the controller-manager creates.
@@ -456,7 +456,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     scripts = real_k8s_dir()
     if scripts is None:
-        print("skipped: no real Kubernetes control plane here (../shared/real-k8s is absent)")
+        print("skipped: no real Kubernetes control plane here (no up.sh in $KAI_REAL_K8S)")
         return 0
     spawned: list[subprocess.Popen[Any]] = []
 
