@@ -1,9 +1,11 @@
 """Raw REST access to a Kubernetes API through the official client.
 
 The generated model classes of the ``kubernetes`` package are far too slow to deserialise
-thousands of pods, so every component here talks JSON: :class:`Kube` serialises a request with
-the client's own ``ApiClient.param_serialize`` (auth, TLS, proxy settings from the kubeconfig all
-apply) and sends it with ``ApiClient.call_api``, then reads the body with orjson into plain dicts.
+thousands of pods, so every component here talks JSON: :class:`Kube` takes the client's own
+headers (``ApiClient.param_serialize``: the kubeconfig's bearer token or exec plugin) and TLS
+settings (CA, client certificate, host-name checks), sends requests over the lean keep-alive
+client of :mod:`kai.kube.plainhttp` (the official client's urllib3 pool behind a proxy and for
+watches), and reads bodies with orjson into plain dicts.
 
 Errors surface as :class:`ApiError` (an HTTP status with the server's Status body) or
 :class:`TransientError` (connection reset, timeout); :mod:`kai.kube.retry` decides what to retry.
@@ -13,6 +15,7 @@ from __future__ import annotations
 
 import logging
 import os
+import ssl
 import time
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
@@ -113,6 +116,37 @@ def load_api_client(kubeconfig: str | None = None) -> Any:
         raise ConfigError(f"kubeconfig {path}: {exc}") from exc
 
 
+def tls_settings(cfg: Any) -> tuple[ssl.SSLContext, str | None]:
+    """The TLS context and certificate host name of an ``ApiClient`` configuration, as its
+    urllib3 pool uses them: the CA (file or data), the client certificate and key, whether the
+    server's certificate is verified, ``tls_server_name`` / ``assert_hostname``.
+
+    Raises :class:`ConfigError` naming the file that cannot be read."""
+    verify = bool(getattr(cfg, "verify_ssl", True))
+    try:
+        ctx = ssl.create_default_context(
+            cafile=getattr(cfg, "ssl_ca_cert", None) or None,
+            cadata=getattr(cfg, "ca_cert_data", None) or None,
+        )
+        if getattr(cfg, "cert_file", None):
+            ctx.load_cert_chain(cfg.cert_file, getattr(cfg, "key_file", None) or None)
+    except (OSError, ssl.SSLError) as exc:
+        names = [getattr(cfg, a, None) for a in ("ssl_ca_cert", "cert_file", "key_file")]
+        files = ", ".join(str(n) for n in names if n)
+        raise ConfigError(f"TLS settings of the kubeconfig ({files or 'no files'}): {exc}") from exc
+    assert_hostname = getattr(cfg, "assert_hostname", None)
+    if not verify:
+        ctx.check_hostname = False
+        ctx.verify_mode = ssl.CERT_NONE
+    elif assert_hostname is False:
+        ctx.check_hostname = False
+    ctx.set_alpn_protocols(["http/1.1"])
+    server_hostname = getattr(cfg, "tls_server_name", None) or (
+        assert_hostname if isinstance(assert_hostname, str) and assert_hostname else None
+    )
+    return ctx, server_hostname
+
+
 def _query(params: Mapping[str, Any] | None) -> list[tuple[str, Any]] | None:
     if not params:
         return None
@@ -142,15 +176,19 @@ class Kube:
             pool.connection_pool_kw["maxsize"] = max(
                 32, int(pool.connection_pool_kw.get("maxsize") or 0)
             )
-        # plain http without a proxy: requests go through the lean client (plainhttp.py);
-        # TLS, proxies and watches use the official client's urllib3 pool
+        # without a proxy, requests go through the lean client (plainhttp.py), over http:// or
+        # TLS with the kubeconfig's certificates; proxies and watches use the official client's
+        # urllib3 pool
         self._plain: PlainHTTP | None = None
         self._plain_headers: tuple[dict[str, str], bytes] | None = None
         cfg = api_client.configuration
         host = str(getattr(cfg, "host", "") or "")
-        if host.startswith("http://") and not getattr(cfg, "proxy", None):
+        if host.startswith(("http://", "https://")) and not getattr(cfg, "proxy", None):
+            tls, server_hostname = (
+                tls_settings(cfg) if host.startswith("https://") else (None, None)
+            )
             try:
-                self._plain = PlainHTTP(host)
+                self._plain = PlainHTTP(host, tls, server_hostname)
             except ValueError:
                 self._plain = None
 

@@ -1,4 +1,4 @@
-"""A lean HTTP/1.1 client for plain ``http://`` API servers without a proxy.
+"""A lean HTTP/1.1 client for API servers reached without a proxy, over ``http://`` or TLS.
 
 At thousands of requests per second the client's request path through urllib3 and
 ``http.client`` costs more CPU than the exchange itself (URL parsing and pool-key
@@ -6,13 +6,16 @@ normalisation per request, headers written one ``putheader`` at a time and sent 
 body, the response headers parsed by the ``email`` package): about 220-290 us per request
 here. This module keeps one keep-alive connection per thread, sends each request with a single
 ``sendall`` and reads the answer with ``readline``/``read`` on a buffered file: about a third of
-that. TLS, proxies and watches (long-lived streams) stay on the official client's urllib3 pool
-(:class:`kai.kube.client.Kube` decides).
+that. Over ``https://`` each thread's connection is a TLS one, set up once (the handshake, with
+client certificates when the kubeconfig has them, costs the API server milliseconds of CPU; a
+bearer token travels in the headers the caller gives). Proxies and watches (long-lived streams)
+stay on the official client's urllib3 pool (:class:`kai.kube.client.Kube` decides).
 """
 
 from __future__ import annotations
 
 import socket
+import ssl
 import threading
 from urllib.parse import urlsplit
 
@@ -30,15 +33,27 @@ class ConnectionLost(Exception):
 
 
 class PlainHTTP:
-    """Requests to one ``http://host:port[/prefix]`` server; safe to share between threads
-    (each thread has its own connection)."""
+    """Requests to one ``http://host:port[/prefix]`` or ``https://...`` server; safe to share
+    between threads (each thread has its own keep-alive connection).
 
-    def __init__(self, base_url: str) -> None:
+    ``tls``: the TLS context for ``https://`` (required there); ``server_hostname``: the name
+    the server's certificate is checked against (default: the URL's host)."""
+
+    def __init__(
+        self,
+        base_url: str,
+        tls: ssl.SSLContext | None = None,
+        server_hostname: str | None = None,
+    ) -> None:
         parts = urlsplit(base_url)
-        if parts.scheme != "http" or not parts.hostname:
-            raise ValueError(f"not a plain http URL: {base_url!r}")
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise ValueError(f"not an http(s) URL: {base_url!r}")
+        if parts.scheme == "https" and tls is None:
+            raise ValueError(f"{base_url}: an https URL needs a TLS context")
+        self.tls = tls if parts.scheme == "https" else None
+        self.server_hostname = server_hostname or parts.hostname
         self.host = parts.hostname
-        self.port = parts.port or 80
+        self.port = parts.port or (443 if self.tls is not None else 80)
         self.prefix = parts.path.rstrip("/")
         host_header = parts.netloc.rsplit("@", 1)[-1]
         self._host_line = f"Host: {host_header}\r\n".encode("latin-1")
@@ -111,6 +126,14 @@ class PlainHTTP:
                 f"cannot connect to {self.host}:{self.port}: {exc}", reused=False, answered=False
             ) from exc
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        if self.tls is not None:
+            try:
+                sock = self.tls.wrap_socket(sock, server_hostname=self.server_hostname)
+            except OSError as exc:  # ssl.SSLError included: a refused certificate, a reset
+                sock.close()
+                raise ConnectionLost(
+                    f"TLS with {self.host}:{self.port}: {exc}", reused=False, answered=False
+                ) from exc
         return sock, sock.makefile("rb", buffering=65536)
 
 

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections.abc import Hashable, Mapping
 from typing import Any, cast
 
@@ -74,6 +75,9 @@ __all__ = [
     "podgroup_for",
 ]
 
+RECENT_TTL = 30.0  # seconds a PodGroup created here is trusted before the informer has it
+RECENT_MAX = 10_000
+
 #: spec fields that follow the workload on update (the rest stay as created)
 _FOLLOW = ("minMember", "minSubGroup", "subGroups", "priorityClassName", "preemptibility")
 
@@ -127,6 +131,11 @@ class PodGrouper:
         self.owners = OwnerReader(kube, ttl=owner_ttl, local=self._local_owner)
         self.queue = WorkQueue("podgrouper", self._process, workers=workers)
         self._warned: dict[str, str] = {}
+        # PodGroups this process created, until the informer has them (RECENT_TTL): the other
+        # pods of the same Job use them without a second create (409) and a read-back (GET)
+        self._recent: dict[tuple[str, str], tuple[float, dict[str, Any]]] = {}
+        self._pg_locks: dict[tuple[str, str], tuple[threading.Lock, int]] = {}
+        self._recent_lock = threading.Lock()
         self._waiting_for_owner: dict[str, set[tuple[str, str]]] = {}
         self._waiting_lock = threading.Lock()
         self.is_leader = is_leader or (lambda: True)
@@ -309,6 +318,44 @@ class PodGrouper:
             and all(labels_of(p).get(k) == v for k, v in selector.items())
         ]
 
+    def _podgroup(self, desired: dict[str, Any]) -> dict[str, Any]:
+        """The stored PodGroup ``desired`` names: from the informer, else the one this process
+        created moments ago, else created now (or read, when another writer made it). Writers
+        of one PodGroup take turns, so the pods of a Job cost one create between them."""
+        md = desired["metadata"]
+        key = (md["namespace"], md["name"])
+        with self._recent_lock:
+            lock, users = self._pg_locks.get(key) or (threading.Lock(), 0)
+            self._pg_locks[key] = (lock, users + 1)
+        try:
+            with lock:
+                current = self.podgroups.get(key[1], key[0])
+                now = time.monotonic()
+                with self._recent_lock:
+                    recent = self._recent.get(key)
+                    if current is not None or (recent and now - recent[0] > RECENT_TTL):
+                        self._recent.pop(key, None)
+                        recent = None
+                if current is not None:
+                    return current
+                if recent is not None:
+                    return recent[1]
+                current, _created = create_or_get(self.kube, PODGROUPS, desired)
+                with self._recent_lock:
+                    self._recent[key] = (time.monotonic(), current)
+                    if len(self._recent) > RECENT_MAX:  # informer stalled: keep the newest
+                        oldest = sorted(self._recent.items(), key=lambda kv: kv[1][0])
+                        for stale, _ in oldest[: len(self._recent) - RECENT_MAX // 2]:
+                            del self._recent[stale]
+                return current
+        finally:
+            with self._recent_lock:
+                lock, users = self._pg_locks[key]
+                if users <= 1:
+                    del self._pg_locks[key]
+                else:
+                    self._pg_locks[key] = (lock, users - 1)
+
     def _write_podgroup(
         self, pod: dict[str, Any], desired: dict[str, Any], subgroup: str | None
     ) -> bool:
@@ -316,9 +363,7 @@ class PodGrouper:
         ns, name = pod["metadata"]["namespace"], pod["metadata"]["name"]
         pg_name = desired["metadata"]["name"]
         try:
-            current = self.podgroups.get(pg_name, ns)
-            if current is None:
-                current, _created = create_or_get(self.kube, PODGROUPS, desired)
+            current = self._podgroup(desired)
             if current is not None:
                 spec = current.get("spec") or {}
                 want = desired["spec"]
