@@ -16,6 +16,7 @@ A document that passes here renders into objects an API server accepts, and ``ka
 
 from __future__ import annotations
 
+import functools
 import math
 import re
 from collections.abc import Iterator
@@ -106,31 +107,32 @@ def _scalars(value: Any, path: FieldPath) -> Iterator[tuple[FieldPath, Any]]:
 
 
 def _number_problems(doc: Document) -> Iterator[Problem]:
+    amounts = doc.kind in _QUANTITY_KINDS
+    low32, high32 = INT32
+    low64, high64 = INT64
     for path, value in _scalars(doc.data, ()):
-        if isinstance(value, bool):
-            continue
+        kind = type(value)
         message = None
-        if isinstance(value, int):
-            low, high = INT32 if path and path[-1] == "priority" else INT64
-            if not low <= value <= high:
-                bits = 32 if high == INT32[1] else 64
-                message = (
-                    f"{_number_text(value)} does not fit a {bits}-bit integer "
-                    f"(from {low} to {high}); the API server refuses it"
-                )
-            else:
-                message = _amount_problem(doc, path, value)
-        elif isinstance(value, float):
+        if kind is int:
+            if low32 <= value <= high32:
+                pass  # fits everything, the common case
+            elif path and path[-1] == "priority":
+                message = _int_message(value, 32)
+            elif not low64 <= value <= high64:
+                message = _int_message(value, 64)
+            elif amounts:
+                message = _amount_problem(path, value)
+        elif kind is float:
             if not math.isfinite(value):
                 continue  # the schema rule reports .inf and .nan
-            if abs(value) > INT64[1]:
+            if abs(value) > high64:
                 message = (
-                    f"{value!r} is too large: numbers are at most {INT64[1]} (2^63-1) in magnitude"
+                    f"{value!r} is too large: numbers are at most {high64} (2^63-1) in magnitude"
                 )
-            else:
-                message = _amount_problem(doc, path, value)
-        elif isinstance(value, str):
-            message = _amount_problem(doc, path, value)
+            elif amounts:
+                message = _amount_problem(path, value)
+        elif kind is str and amounts:
+            message = _amount_problem(path, value)
         if message is not None:
             yield Problem.at(
                 doc.value_at(path),
@@ -141,6 +143,14 @@ def _number_problems(doc: Document) -> Iterator[Problem]:
             )
 
 
+def _int_message(value: int, bits: int) -> str:
+    low, high = INT32 if bits == 32 else INT64
+    return (
+        f"{_number_text(value)} does not fit a {bits}-bit integer (from {low} to {high}); "
+        "the API server refuses it"
+    )
+
+
 def _number_text(value: int) -> str:
     digits = str(abs(value)) if value.bit_length() < 4000 else None
     if digits is None or len(digits) > 30:
@@ -148,13 +158,18 @@ def _number_text(value: int) -> str:
     return str(value)
 
 
-def _amount_problem(doc: Document, path: FieldPath, value: Any) -> str | None:
+def _amount_problem(path: FieldPath, value: Any) -> str | None:
     """A QueueTree quota or limit that no Kubernetes quantity (or KAI Queue field) can hold."""
-    if doc.kind not in _QUANTITY_KINDS or len(path) < 2:
+    if len(path) < 2:
         return None
     resource, field = path[-1], path[-2]
     if field not in _AMOUNT_FIELDS or resource not in _UNIT:
         return None
+    return _amount_message(str(resource), type(value), value)
+
+
+@functools.lru_cache(maxsize=4096)
+def _amount_message(resource: str, _type: type, value: Any) -> str | None:
     if isinstance(value, str) and resource == "gpu":
         return None  # the schema rule says gpu amounts are numbers
     try:

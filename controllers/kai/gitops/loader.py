@@ -8,9 +8,11 @@ column of the value and of the key. File-level trouble (unreadable, not UTF-8, b
 malformed YAML, tabs used for indentation) and repeated mapping keys come back as problems, never
 as exceptions.
 
-The YAML is parsed with ruamel.yaml's compose API (YAML 1.2: ``yes`` is a string, not a boolean),
-and the data is built here from the node graph so that no position is lost and every duplicate
-key is reported at its second occurrence.
+The YAML is parsed by libyaml (PyYAML's C parser: linear time, nesting depth bounded) with the
+YAML 1.2 core schema's scalars (``yes`` is a string, not a boolean), and the data is built here
+from the node graph so that no position is lost, every duplicate key is reported at its second
+occurrence, and aliases expand only within ``--max-yaml-aliases``. Files are read through
+:mod:`kai.api.untrusted_files` (regular files only, links kept inside the root, size limits).
 """
 
 from __future__ import annotations
@@ -103,7 +105,10 @@ class Document:
         return path in self.values
 
     def _lookup(self, table: dict[FieldPath, tuple[int, int]], path: FieldPath) -> Source:
-        for cut in range(len(path), -1, -1):
+        found = table.get(path)
+        if found is not None:  # the usual case: the value is written
+            return Source(self.file, found[0], found[1])
+        for cut in range(len(path) - 1, -1, -1):
             found = table.get(path[:cut])
             if found is not None:
                 return Source(self.file, found[0], found[1])
@@ -502,8 +507,6 @@ class _Builder:
         self._budget = budget
 
     def build(self, node: Any, path: FieldPath) -> Any:
-        import yaml
-
         mark = node.start_mark
         self.values[path] = (mark.line + 1, mark.column + 1)
         if id(node) in self._seen:
@@ -512,11 +515,14 @@ class _Builder:
                 raise _AliasLimit(mark.line + 1, mark.column + 1)
         else:
             self._seen.add(id(node))
+        kind = node.id
+        if kind == "scalar":
+            return _scalar(node.tag, node.value, node.style)
         self._depth += 1
         try:
             if self._depth > 200:  # an alias loop or absurd nesting: stop, keep what we have
                 return None
-            if isinstance(node, yaml.MappingNode):
+            if kind == "mapping":
                 out: dict[Any, Any] = {}
                 for key_node, value_node in node.value:
                     key = self._key(key_node)
@@ -529,28 +535,25 @@ class _Builder:
                     self.keys[child] = key_pos
                     out[key] = self.build(value_node, child)
                 return out
-            if isinstance(node, yaml.SequenceNode):
-                return [self.build(item, (*path, i)) for i, item in enumerate(node.value)]
-            return _scalar(node.tag, node.value, node.style)
+            return [self.build(item, (*path, i)) for i, item in enumerate(node.value)]
         finally:
             self._depth -= 1
 
     def _key(self, node: Any) -> str:
-        import yaml
-
-        if isinstance(node, yaml.ScalarNode):
-            value = _scalar(str(node.tag), str(node.value), node.style)
+        if node.id == "scalar":
+            value = _scalar(node.tag, node.value, node.style)
             return value if isinstance(value, str) else str(node.value)
         return f"<{type(node).__name__}>"
 
 
+_STR = "tag:yaml.org,2002:str"
 _TRUE = {"true", "True", "TRUE"}
 _FALSE = {"false", "False", "FALSE"}
 
 
 def _scalar(tag: str, value: str, style: Any) -> Any:
     """YAML 1.2 core schema scalars; anything unusual stays a string."""
-    if style in ("'", '"', "|", ">"):
+    if tag == _STR or style in ("'", '"', "|", ">"):
         return value
     if tag.endswith(":null"):
         return None
@@ -584,36 +587,37 @@ def _scalar(tag: str, value: str, style: Any) -> Any:
 
 
 def _resolver_class() -> Any:
-    """The YAML 1.2 core schema's implicit tags (``yes`` stays a string, ``0o17`` is octal)."""
+    """The YAML 1.2 core schema's implicit tags (``yes`` stays a string, ``0o17`` is octal).
+
+    libyaml calls ``resolve`` once per node, so it is one dictionary look-up and at most one
+    regular expression."""
     import re
 
     import yaml
 
-    class Resolver12(yaml.resolver.BaseResolver):  # type: ignore[misc]
-        pass
+    pattern = re.compile(
+        r"^(?:(?P<null>~|null|Null|NULL)|(?P<bool>true|True|TRUE|false|False|FALSE)"
+        r"|(?P<int>[-+]?[0-9]+|0o[0-7]+|0x[0-9a-fA-F]+)"
+        r"|(?P<float>[-+]?(?:\.[0-9]+|[0-9]+(?:\.[0-9]*)?)(?:[eE][-+]?[0-9]+)?"
+        r"|[-+]?\.(?:inf|Inf|INF)|\.(?:nan|NaN|NAN)))$"
+    )
+    tags = {name: f"tag:yaml.org,2002:{name}" for name in ("null", "bool", "int", "float")}
+    first = set("~nNtTfF-+.0123456789")
+    scalar, sequence = yaml.ScalarNode, yaml.SequenceNode
 
-    add = Resolver12.add_implicit_resolver
-    add(
-        "tag:yaml.org,2002:null",
-        re.compile(r"^(?:~|null|Null|NULL|)$"),
-        ["~", "n", "N", ""],
-    )
-    add(
-        "tag:yaml.org,2002:bool",
-        re.compile(r"^(?:true|True|TRUE|false|False|FALSE)$"),
-        list("tTfF"),
-    )
-    add(
-        "tag:yaml.org,2002:int",
-        re.compile(r"^(?:[-+]?[0-9]+|0o[0-7]+|0x[0-9a-fA-F]+)$"),
-        list("-+0123456789"),
-    )
-    add(
-        "tag:yaml.org,2002:float",
-        re.compile(
-            r"^(?:[-+]?(?:\.[0-9]+|[0-9]+(?:\.[0-9]*)?)(?:[eE][-+]?[0-9]+)?"
-            r"|[-+]?\.(?:inf|Inf|INF)|\.(?:nan|NaN|NAN))$"
-        ),
-        list("-+.0123456789"),
-    )
+    class Resolver12(yaml.resolver.BaseResolver):  # type: ignore[misc]
+        def resolve(self, kind: Any, value: Any, implicit: Any) -> str:
+            if kind is scalar:
+                if implicit[0]:
+                    if not value:
+                        return tags["null"]
+                    if value[0] in first:
+                        match = pattern.match(value)
+                        if match is not None:
+                            return tags[str(match.lastgroup)]
+                return _STR
+            if kind is sequence:
+                return "tag:yaml.org,2002:seq"
+            return "tag:yaml.org,2002:map"
+
     return Resolver12
