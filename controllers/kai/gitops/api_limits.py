@@ -165,11 +165,11 @@ def _amount_problem(path: FieldPath, value: Any) -> str | None:
     resource, field = path[-1], path[-2]
     if field not in _AMOUNT_FIELDS or resource not in _UNIT:
         return None
-    return _amount_message(str(resource), type(value), value)
+    return _amount_message(str(resource), type(value).__name__, value)
 
 
 @functools.lru_cache(maxsize=4096)
-def _amount_message(resource: str, _type: type, value: Any) -> str | None:
+def _amount_message(resource: str, _type: str, value: Any) -> str | None:
     if isinstance(value, str) and resource == "gpu":
         return None  # the schema rule says gpu amounts are numbers
     try:

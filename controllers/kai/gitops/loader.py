@@ -352,7 +352,7 @@ def _load_bytes(result: LoadResult, name: str, raw: bytes, limits: FileLimits) -
 
 @functools.cache
 def _composer_class() -> Any:
-    from yaml.cyaml import CParser
+    from yaml._yaml import CParser
 
     resolver = _resolver_class()
 
@@ -605,7 +605,7 @@ def _resolver_class() -> Any:
     first = set("~nNtTfF-+.0123456789")
     scalar, sequence = yaml.ScalarNode, yaml.SequenceNode
 
-    class Resolver12(yaml.resolver.BaseResolver):  # type: ignore[misc]
+    class Resolver12(yaml.resolver.BaseResolver):
         def resolve(self, kind: Any, value: Any, implicit: Any) -> str:
             if kind is scalar:
                 if implicit[0]:

@@ -151,10 +151,10 @@ def test_an_unreadable_folder_is_an_io_error(
     (locked / "q.yaml").write_text(QUEUE_TREE)
     real_scandir = os.scandir
 
-    def scandir(path: object = ".") -> object:
-        if os.fspath(path) == str(locked):  # type: ignore[arg-type]
+    def scandir(path: str = ".") -> object:
+        if os.fspath(path) == str(locked):
             raise PermissionError(13, "Permission denied", str(locked))
-        return real_scandir(path)  # type: ignore[arg-type]
+        return real_scandir(path)
 
     monkeypatch.setattr(os, "scandir", scandir)
     result = load_paths([str(root)])
