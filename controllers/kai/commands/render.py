@@ -7,6 +7,7 @@ import os
 import sys
 from typing import Any
 
+from kai.commands._limits import add_limit_options, limits_from
 from kai.commands._output import add_output_option, to_json
 
 HELP = "compile GitOps documents into KAI objects (Queues, Topologies, ConfigMap)"
@@ -38,6 +39,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="DIR",
         help="write one file per object into DIR (default: write to standard output)",
     )
+    add_limit_options(parser)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -50,7 +52,7 @@ def run(args: argparse.Namespace) -> int:
         print("kai render: error: --out writes yaml or json files, not text", file=sys.stderr)
         return 2
     try:
-        report = validate_paths(args.paths or ["."])
+        report = validate_paths(args.paths or ["."], limits=limits_from(args))
     except UsageError as exc:
         print(f"kai render: error: {exc}", file=sys.stderr)
         return 2
@@ -101,10 +103,19 @@ def _write_files(objects: list[dict[str, Any]], out: str, output: str) -> int:
         rendered = [(object_file_name(obj), dump_object(obj)) for obj in objects]
     try:
         os.makedirs(out, exist_ok=True)
+        directory = os.path.realpath(out)
         for name, text in rendered:
-            target = os.path.join(out, name)
+            target = _confined(directory, name)
+            if target is None:
+                print(
+                    f"kai render: error: refusing to write {name!r}: the path leaves {out}",
+                    file=sys.stderr,
+                )
+                return 3
             temporary = f"{target}.tmp"
-            with open(temporary, "w", encoding="utf-8") as handle:
+            # O_NOFOLLOW: a link planted at the temporary name is refused, never written through.
+            flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_NOFOLLOW", 0)
+            with open(os.open(temporary, flags, 0o666), "w", encoding="utf-8") as handle:
                 handle.write(text)
             os.replace(temporary, target)
     except OSError as exc:
@@ -112,3 +123,15 @@ def _write_files(objects: list[dict[str, Any]], out: str, output: str) -> int:
         return 2
     print(f"kai render: wrote {len(rendered)} files to {out}", file=sys.stderr)
     return 0
+
+
+def _confined(directory: str, name: str) -> str | None:
+    """``directory/name`` when ``name`` is one plain file name that stays in ``directory``.
+
+    Names are checked by validation already (DNS-1123); this guards the write itself."""
+    if not name or name != os.path.basename(name) or name in (".", "..") or "\x00" in name:
+        return None
+    target = os.path.join(directory, name)
+    if os.path.dirname(os.path.realpath(target)) != directory and not os.path.islink(target):
+        return None
+    return target

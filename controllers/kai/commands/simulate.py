@@ -14,6 +14,8 @@ import traceback
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from kai.api.untrusted_files import DEFAULT_LIMITS, FileLimits
+from kai.commands._limits import add_limit_options, limits_from
 from kai.commands._output import add_output_option, render
 
 if TYPE_CHECKING:
@@ -50,6 +52,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         action="store_true",
         help="compare the outcome with the file's expected block (exit 1 on a mismatch)",
     )
+    add_limit_options(parser, total=False)
 
 
 @dataclass(frozen=True)
@@ -76,6 +79,7 @@ def execute(
     check: bool = False,
     session: SessionFn | None = None,
     debug: bool = False,
+    limits: FileLimits = DEFAULT_LIMITS,
 ) -> Outcome:
     """Run one scenario file; nothing is printed (the caller prints ``Outcome``).
 
@@ -93,7 +97,7 @@ def execute(
     from kai.scheduler.errors import UnsupportedActionError
 
     try:
-        scenario = load_scenario(path, require_expected=check)
+        scenario = load_scenario(path, require_expected=check, limits=limits)
     except ScenarioError as exc:
         return Outcome(2, "", "".join(line + "\n" for line in exc.lines))
     except Exception as exc:
@@ -179,7 +183,13 @@ def run(args: argparse.Namespace) -> int:
             print("kai simulate: error: --check needs a scenario file", file=sys.stderr)
             return 2
         return run_snapshot(args)
-    outcome = execute(args.scenario, output=args.output, check=args.check, debug=args.debug)
+    outcome = execute(
+        args.scenario,
+        output=args.output,
+        check=args.check,
+        debug=args.debug,
+        limits=limits_from(args),
+    )
     if outcome.stdout:
         stdout = outcome.stdout
         if args.output == "text":

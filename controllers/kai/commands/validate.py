@@ -6,6 +6,7 @@ import argparse
 import sys
 from typing import Any
 
+from kai.commands._limits import add_limit_options, limits_from
 from kai.commands._output import add_output_option, render
 
 HELP = "check GitOps documents (schema + hierarchy rules)"
@@ -37,6 +38,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "memory: 32Ti}; top-level quotas above it are warned about (default: no check)",
     )
     parser.add_argument("--strict", action="store_true", help="treat warnings as errors")
+    add_limit_options(parser)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -45,7 +47,9 @@ def run(args: argparse.Namespace) -> int:
     from kai.gitops.validate import validate_paths
 
     try:
-        report = validate_paths(args.paths or ["."], capacity_file=args.capacity)
+        report = validate_paths(
+            args.paths or ["."], capacity_file=args.capacity, limits=limits_from(args)
+        )
     except UsageError as exc:
         print(f"kai validate: error: {exc}", file=sys.stderr)
         return 2

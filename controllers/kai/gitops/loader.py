@@ -8,13 +8,17 @@ column of the value and of the key. File-level trouble (unreadable, not UTF-8, b
 malformed YAML, tabs used for indentation) and repeated mapping keys come back as problems, never
 as exceptions.
 
-The YAML is parsed with ruamel.yaml's compose API (YAML 1.2: ``yes`` is a string, not a boolean),
-and the data is built here from the node graph so that no position is lost and every duplicate
-key is reported at its second occurrence.
+The YAML is parsed by libyaml (PyYAML's C parser: linear time, nesting depth bounded) with the
+YAML 1.2 core schema's scalars (``yes`` is a string, not a boolean), and the data is built here
+from the node graph so that no position is lost, every duplicate key is reported at its second
+occurrence, and aliases expand only within ``--max-yaml-aliases``. Files are read through
+:mod:`kai.api.untrusted_files` (regular files only, links kept inside the root, size limits).
 """
 
 from __future__ import annotations
 
+import errno
+import functools
 import io
 import math
 import os
@@ -23,6 +27,14 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+from kai.api.untrusted_files import (
+    DEFAULT_LIMITS,
+    FileLimits,
+    UntrustedFileError,
+    inside,
+    read_stream,
+    read_untrusted,
+)
 from kai.gitops.problems import Problem, Source
 
 __all__ = [
@@ -93,7 +105,10 @@ class Document:
         return path in self.values
 
     def _lookup(self, table: dict[FieldPath, tuple[int, int]], path: FieldPath) -> Source:
-        for cut in range(len(path), -1, -1):
+        found = table.get(path)
+        if found is not None:  # the usual case: the value is written
+            return Source(self.file, found[0], found[1])
+        for cut in range(len(path) - 1, -1, -1):
             found = table.get(path[:cut])
             if found is not None:
                 return Source(self.file, found[0], found[1])
@@ -139,63 +154,160 @@ def _display(path: str) -> str:
     return os.path.normpath(path)
 
 
-def _walk(directory: str) -> Iterator[str]:
-    """YAML files under ``directory`` in a stable order, hidden names skipped."""
-    for root, dirs, files in os.walk(directory):
-        dirs[:] = sorted(d for d in dirs if not d.startswith("."))
+def _hidden(name: str) -> bool:
+    return name.startswith(".")
+
+
+def _walk(result: LoadResult, directory: str) -> Iterator[str]:
+    """YAML files under ``directory`` in a stable order, hidden names skipped.
+
+    A folder that cannot be listed is an ``io`` problem (never silently skipped). Links to
+    folders are not descended into: a folder inside the root is read where it really is, and
+    one outside is not read at all (an ``io`` problem naming the link)."""
+
+    def unreadable(exc: OSError) -> None:
+        shown = _display(exc.filename or directory)
+        result.files.append(shown)
+        result.problems.append(
+            Problem.at(Source(shown, 1, 1), "io", f"cannot read folder: {exc.strerror}")
+        )
+
+    root = os.path.realpath(directory)
+    for folder, dirs, files in os.walk(directory, onerror=unreadable):
+        kept = []
+        for name in sorted(dirs):
+            if _hidden(name):
+                continue
+            path = os.path.join(folder, name)
+            if os.path.islink(path):
+                if not inside(os.path.realpath(path), root):
+                    shown = _display(path)
+                    result.files.append(shown)
+                    result.problems.append(
+                        Problem.at(
+                            Source(shown, 1, 1),
+                            "io",
+                            f"{shown} is a symbolic link to a place outside {directory}; links "
+                            "are followed only within the directory given, so it was not read",
+                        )
+                    )
+                continue
+            kept.append(name)
+        dirs[:] = kept
         for name in sorted(files):
-            if not name.startswith(".") and name.endswith(YAML_SUFFIXES):
-                yield os.path.join(root, name)
+            if not _hidden(name) and name.endswith(YAML_SUFFIXES):
+                yield os.path.join(folder, name)
 
 
-def load_paths(paths: Iterable[str], *, stdin: io.BufferedIOBase | None = None) -> LoadResult:
-    """Load every document under ``paths``. Raises :class:`UsageError` for a missing path."""
+def load_paths(
+    paths: Iterable[str],
+    *,
+    stdin: io.BufferedIOBase | None = None,
+    limits: FileLimits = DEFAULT_LIMITS,
+) -> LoadResult:
+    """Load every document under ``paths``. Raises :class:`UsageError` for a missing path.
+
+    Only regular files are read, links only when they stay inside the directory given (for a
+    file given by name: inside its own folder), and no more than ``limits`` allow; every file
+    refused is an ``io`` problem naming it."""
     result = LoadResult()
     seen: set[str] = set()
+    budget = _Budget(limits.max_total_bytes)
     for given in paths:
         if given == "-":
             stream = stdin if stdin is not None else sys.stdin.buffer
-            _load_bytes(result, STDIN_NAME, stream.read())
+            try:
+                raw = read_stream(stream, STDIN_NAME, min(limits.max_file_bytes, budget.left))
+            except UntrustedFileError as exc:
+                _io_problem(result, STDIN_NAME, str(exc))
+                continue
+            budget.take(len(raw))
+            _load_bytes(result, STDIN_NAME, raw, limits)
             continue
         if os.path.isdir(given):
-            found = sorted(_walk(given))
-            if not found:
+            before = len(result.problems)
+            found = sorted(_walk(result, given))
+            if not found and len(result.problems) == before:
                 raise UsageError(f"{given}: no YAML files (*.yaml, *.yml) under this directory")
             for file_path in found:
-                shown = _display(file_path)
-                if shown in seen:
-                    continue
-                seen.add(shown)
-                try:
-                    with open(file_path, "rb") as handle:
-                        raw = handle.read()
-                except OSError as exc:
-                    result.files.append(shown)
-                    result.problems.append(
-                        Problem.at(Source(shown, 1, 1), "io", f"cannot read file: {exc.strerror}")
-                    )
-                    continue
-                _load_bytes(result, shown, raw)
-        elif os.path.exists(given):
-            shown = _display(given)
-            if shown in seen:
-                continue
-            seen.add(shown)
-            try:
-                with open(given, "rb") as handle:
-                    raw = handle.read()
-            except OSError as exc:
-                raise UsageError(f"{given}: cannot read: {exc.strerror}") from exc
-            _load_bytes(result, shown, raw)
+                _load_file(result, seen, budget, file_path, given, limits, in_directory=True)
+        elif os.path.lexists(given):
+            _load_file(
+                result,
+                seen,
+                budget,
+                given,
+                os.path.dirname(given) or ".",
+                limits,
+                in_directory=False,
+            )
         else:
             raise UsageError(f"{given}: no such file or directory")
     return result
 
 
-def load_text(text: str | bytes, name: str = STDIN_NAME) -> LoadResult:
+class _Budget:
+    """What is left of ``--max-total-size``."""
+
+    def __init__(self, total: int) -> None:
+        self.left = total
+        self.total = total
+        self.exhausted = False
+
+    def take(self, size: int) -> None:
+        self.left -= size
+
+
+def _io_problem(result: LoadResult, shown: str, message: str) -> None:
+    result.files.append(shown)
+    result.problems.append(Problem.at(Source(shown, 1, 1), "io", message))
+
+
+def _load_file(
+    result: LoadResult,
+    seen: set[str],
+    budget: _Budget,
+    path: str,
+    root: str,
+    limits: FileLimits,
+    *,
+    in_directory: bool,
+) -> None:
+    shown = _display(path)
+    if shown in seen:
+        return
+    seen.add(shown)
+    if budget.exhausted:
+        return
+    try:
+        raw = read_untrusted(path, root, limits.max_file_bytes)
+    except UntrustedFileError as exc:
+        _io_problem(result, shown, str(exc))
+        return
+    except OSError as exc:
+        if not in_directory and exc.errno in (errno.ENOENT, errno.ENOTDIR):
+            raise UsageError(f"{path}: no such file or directory") from exc
+        _io_problem(result, shown, f"cannot read file: {exc.strerror}")
+        return
+    if len(raw) > budget.left:
+        budget.exhausted = True
+        _io_problem(
+            result,
+            shown,
+            f"the files read so far and {shown} hold more than the {budget.total} bytes allowed "
+            "in all (--max-total-size); it and the files after it were not read",
+        )
+        return
+    budget.take(len(raw))
+    _load_bytes(result, shown, raw, limits)
+
+
+def load_text(
+    text: str | bytes, name: str = STDIN_NAME, *, limits: FileLimits = DEFAULT_LIMITS
+) -> LoadResult:
     """Load one file's content (tests and the webhook use this)."""
     result = LoadResult()
-    _load_bytes(result, name, text.encode() if isinstance(text, str) else text)
+    _load_bytes(result, name, text.encode() if isinstance(text, str) else text, limits)
     return result
 
 
@@ -209,7 +321,7 @@ def _line_col(text: str, offset: int) -> tuple[int, int]:
     return line, offset - start + 1
 
 
-def _load_bytes(result: LoadResult, name: str, raw: bytes) -> None:
+def _load_bytes(result: LoadResult, name: str, raw: bytes, limits: FileLimits) -> None:
     result.files.append(name)
 
     def fail(line: int, column: int, message: str) -> None:
@@ -235,24 +347,48 @@ def _load_bytes(result: LoadResult, name: str, raw: bytes) -> None:
             f"not UTF-8: byte 0x{raw[exc.start]:02x} cannot be decoded; save the file as UTF-8",
         )
         return
-    _parse(result, name, text, fail)
+    _parse(result, name, text, fail, limits)
 
 
-def _parse(result: LoadResult, name: str, text: str, fail: Any) -> None:
-    from ruamel.yaml import YAML
-    from ruamel.yaml.error import MarkedYAMLError, YAMLError
-    from ruamel.yaml.reader import ReaderError
+@functools.cache
+def _composer_class() -> Any:
+    from yaml._yaml import CParser
 
-    yaml = YAML(typ="safe", pure=True)  # the compose API; no comment gathering (faster)
+    resolver = _resolver_class()
+
+    class Composer(CParser, resolver):  # type: ignore[misc,valid-type]
+        def __init__(self, stream: str) -> None:
+            CParser.__init__(self, stream)
+            resolver.__init__(self)
+
+    return Composer
+
+
+def _composer(text: str) -> Any:
+    """libyaml's parser and composer (linear time, nesting bounded) with YAML 1.2 scalars."""
+    return _composer_class()(text)
+
+
+def _parse(
+    result: LoadResult, name: str, text: str, fail: Any, limits: FileLimits = DEFAULT_LIMITS
+) -> None:
+    import yaml
+
+    composer = _composer(text)
     count = 0
+    index = 0
+    budget = [limits.max_alias_nodes]
     try:
-        for index, node in enumerate(yaml.compose_all(io.StringIO(text))):
-            if _is_empty(node):
+        while composer.check_node():
+            node = composer.get_node()
+            if node is None or _is_empty(node):
+                index += 1
                 continue
             count += 1
-            builder = _Builder(name)
+            builder = _Builder(name, budget)
             data = builder.build(node, ())
             document = Document(name, index, data, builder.values, builder.keys)
+            index += 1
             for path, first, second in builder.duplicates:
                 key = path[-1]
                 result.problems.append(
@@ -266,30 +402,49 @@ def _parse(result: LoadResult, name: str, text: str, fail: Any) -> None:
                     )
                 )
             result.documents.append(document)
-    except ReaderError as exc:
-        line, column = _line_col(text, exc.position)
+    except _AliasLimit as exc:
         fail(
-            line, column, f"character {exc.character!r} is not allowed in YAML text ({exc.reason})"
+            exc.line,
+            exc.column,
+            f"YAML aliases (*name) repeat the value written here so often that the file "
+            f"expands to more than {limits.max_alias_nodes} extra values (--max-yaml-aliases; "
+            "an alias bomb?); the file was not read further",
         )
         return
-    except MarkedYAMLError as exc:
+    except yaml.reader.ReaderError as exc:
+        line, column = _line_col(text, _char_offset(text, exc.position))
+        character = exc.character if isinstance(exc.character, str) else chr(exc.character)
+        fail(line, column, f"character {character!r} is not allowed in YAML text ({exc.reason})")
+        return
+    except yaml.MarkedYAMLError as exc:
         _report_syntax(text, exc, fail)
         return
-    except YAMLError as exc:  # pragma: no cover - ruamel raises the marked kinds above
+    except yaml.YAMLError as exc:  # pragma: no cover - libyaml raises the marked kinds above
         fail(1, 1, f"malformed YAML: {exc}")
         return
     except RecursionError:
         fail(1, 1, "malformed YAML: the document is nested too deeply to read")
         return
+    finally:
+        composer.dispose()
     if count == 0:
         fail(1, 1, "empty file: it holds no YAML document")
 
 
+def _char_offset(text: str, byte_offset: int) -> int:
+    """libyaml reports offsets in UTF-8 bytes; the text is indexed by characters."""
+    if text.isascii():
+        return byte_offset
+    return len(text.encode("utf-8")[:byte_offset].decode("utf-8", "ignore"))
+
+
 def _is_empty(node: Any) -> bool:
-    from ruamel.yaml.nodes import ScalarNode
+    import yaml
 
     return (
-        isinstance(node, ScalarNode) and node.tag == "tag:yaml.org,2002:null" and node.value == ""
+        isinstance(node, yaml.ScalarNode)
+        and node.tag == "tag:yaml.org,2002:null"
+        and node.value == ""
     )
 
 
@@ -298,9 +453,11 @@ def _report_syntax(text: str, exc: Any, fail: Any) -> None:
     context = str(exc.context or "")
     mark = exc.problem_mark or exc.context_mark
     line, column = (mark.line + 1, mark.column + 1) if mark is not None else (1, 1)
-    lines = text.split("\n")
     # A tab in the indentation is the usual cause of a scanner error on or before that line.
-    for number, content in enumerate(lines[:line], start=1):
+    start = 0
+    for number in range(1, line + 1):
+        end = text.find("\n", start)
+        content = text[start:] if end < 0 else text[start:end]
         indent = content[: len(content) - len(content.lstrip(" \t"))]
         if "\t" in indent:
             fail(
@@ -309,9 +466,12 @@ def _report_syntax(text: str, exc: Any, fail: Any) -> None:
                 "tab character used for indentation; YAML indents with spaces only",
             )
             return
+        if end < 0:
+            break
+        start = end + 1
     if "quoted scalar" in context and exc.context_mark is not None:
-        start = exc.context_mark
-        fail(start.line + 1, start.column + 1, "unclosed quote: this quoted string never ends")
+        started = exc.context_mark
+        fail(started.line + 1, started.column + 1, "unclosed quote: this quoted string never ends")
         return
     if exc.context_mark is not None and exc.problem_mark is not None and context:
         started = exc.context_mark
@@ -324,29 +484,50 @@ def _report_syntax(text: str, exc: Any, fail: Any) -> None:
     fail(line, column, f"malformed YAML: {problem}")
 
 
-class _Builder:
-    """Turns a composed node graph into plain data, recording positions and duplicate keys."""
+class _AliasLimit(Exception):
+    def __init__(self, line: int, column: int) -> None:
+        super().__init__(f"{line}:{column}")
+        self.line = line
+        self.column = column
 
-    def __init__(self, file: str) -> None:
+
+class _Builder:
+    """Turns a composed node graph into plain data, recording positions and duplicate keys.
+
+    A node met again is an alias being expanded: each value built that way is taken from
+    ``budget`` (shared by the documents of one file), and running out stops the file."""
+
+    def __init__(self, file: str, budget: list[int]) -> None:
         self.file = file
         self.values: dict[FieldPath, tuple[int, int]] = {}
         self.keys: dict[FieldPath, tuple[int, int]] = {}
         self.duplicates: list[tuple[FieldPath, tuple[int, int], tuple[int, int]]] = []
         self._depth = 0
+        self._seen: set[int] = set()
+        self._budget = budget
 
     def build(self, node: Any, path: FieldPath) -> Any:
-        from ruamel.yaml.nodes import MappingNode, SequenceNode
-
-        self.values[path] = (node.start_mark.line + 1, node.start_mark.column + 1)
+        mark = node.start_mark
+        self.values[path] = (mark.line + 1, mark.column + 1)
+        if id(node) in self._seen:
+            self._budget[0] -= 1
+            if self._budget[0] < 0:
+                raise _AliasLimit(mark.line + 1, mark.column + 1)
+        else:
+            self._seen.add(id(node))
+        kind = node.id
+        if kind == "scalar":
+            return _scalar(node.tag, node.value, node.style)
         self._depth += 1
         try:
             if self._depth > 200:  # an alias loop or absurd nesting: stop, keep what we have
                 return None
-            if isinstance(node, MappingNode):
+            if kind == "mapping":
                 out: dict[Any, Any] = {}
                 for key_node, value_node in node.value:
                     key = self._key(key_node)
-                    key_pos = (key_node.start_mark.line + 1, key_node.start_mark.column + 1)
+                    key_mark = key_node.start_mark
+                    key_pos = (key_mark.line + 1, key_mark.column + 1)
                     child: FieldPath = (*path, key)
                     if key in out:
                         self.duplicates.append((child, self.keys.get(child, key_pos), key_pos))
@@ -354,28 +535,25 @@ class _Builder:
                     self.keys[child] = key_pos
                     out[key] = self.build(value_node, child)
                 return out
-            if isinstance(node, SequenceNode):
-                return [self.build(item, (*path, i)) for i, item in enumerate(node.value)]
-            return _scalar(node.tag, node.value, getattr(node, "style", None))
+            return [self.build(item, (*path, i)) for i, item in enumerate(node.value)]
         finally:
             self._depth -= 1
 
     def _key(self, node: Any) -> str:
-        from ruamel.yaml.nodes import ScalarNode
-
-        if isinstance(node, ScalarNode):
-            value = _scalar(str(node.tag), str(node.value), getattr(node, "style", None))
+        if node.id == "scalar":
+            value = _scalar(node.tag, node.value, node.style)
             return value if isinstance(value, str) else str(node.value)
         return f"<{type(node).__name__}>"
 
 
+_STR = "tag:yaml.org,2002:str"
 _TRUE = {"true", "True", "TRUE"}
 _FALSE = {"false", "False", "FALSE"}
 
 
 def _scalar(tag: str, value: str, style: Any) -> Any:
     """YAML 1.2 core schema scalars; anything unusual stays a string."""
-    if style in ("'", '"', "|", ">"):
+    if tag == _STR or style in ("'", '"', "|", ">"):
         return value
     if tag.endswith(":null"):
         return None
@@ -388,6 +566,8 @@ def _scalar(tag: str, value: str, style: Any) -> Any:
                 return int(text, 16)
             if text.lstrip("+-").startswith(("0o", "0O")):
                 return int(text.replace("0o", "").replace("0O", ""), 8)
+            if len(text) > 4000:  # Python refuses longer decimal ints; no API field takes them
+                return value
             return int(text, 10)
         except ValueError:
             return value
@@ -404,3 +584,40 @@ def _scalar(tag: str, value: str, style: Any) -> Any:
         except ValueError:
             return value
     return value
+
+
+def _resolver_class() -> Any:
+    """The YAML 1.2 core schema's implicit tags (``yes`` stays a string, ``0o17`` is octal).
+
+    libyaml calls ``resolve`` once per node, so it is one dictionary look-up and at most one
+    regular expression."""
+    import re
+
+    import yaml
+
+    pattern = re.compile(
+        r"^(?:(?P<null>~|null|Null|NULL)|(?P<bool>true|True|TRUE|false|False|FALSE)"
+        r"|(?P<int>[-+]?[0-9]+|0o[0-7]+|0x[0-9a-fA-F]+)"
+        r"|(?P<float>[-+]?(?:\.[0-9]+|[0-9]+(?:\.[0-9]*)?)(?:[eE][-+]?[0-9]+)?"
+        r"|[-+]?\.(?:inf|Inf|INF)|\.(?:nan|NaN|NAN)))$"
+    )
+    tags = {name: f"tag:yaml.org,2002:{name}" for name in ("null", "bool", "int", "float")}
+    first = set("~nNtTfF-+.0123456789")
+    scalar, sequence = yaml.ScalarNode, yaml.SequenceNode
+
+    class Resolver12(yaml.resolver.BaseResolver):
+        def resolve(self, kind: Any, value: Any, implicit: Any) -> str:
+            if kind is scalar:
+                if implicit[0]:
+                    if not value:
+                        return tags["null"]
+                    if value[0] in first:
+                        match = pattern.match(value)
+                        if match is not None:
+                            return tags[str(match.lastgroup)]
+                return _STR
+            if kind is sequence:
+                return "tag:yaml.org,2002:seq"
+            return "tag:yaml.org,2002:map"
+
+    return Resolver12

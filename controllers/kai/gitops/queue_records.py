@@ -9,6 +9,7 @@ not hide the rest of the tree from the hierarchy rules.
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Iterable
 from fractions import Fraction
@@ -34,6 +35,14 @@ _IMPLIED = {"quota": Fraction(0), "limit": Fraction(-1), "overQuotaWeight": Frac
 
 def tree_amount(resource: str, value: Any) -> Fraction | None:
     """The exact base-unit value of a QueueTree amount, or None when it cannot be read."""
+    try:  # keyed by the type too: True == 1, yet True is no amount
+        return _tree_amount(resource, type(value).__name__, value)
+    except TypeError:  # not hashable: not an amount either
+        return None
+
+
+@functools.lru_cache(maxsize=4096)
+def _tree_amount(resource: str, _type: str, value: Any) -> Fraction | None:
     if isinstance(value, bool):
         return None
     if resource == "gpu" and not isinstance(value, int | float):

@@ -173,6 +173,28 @@ def _validator(api_version: str, kind: str) -> Any:
     return Draft202012Validator(registry.json_schema(info))
 
 
+@functools.cache
+def _fast_validator(api_version: str, kind: str) -> Any:
+    """The same schema compiled by jsonschema-rs: it only says valid or not, 10-50x faster.
+
+    A document it finds valid is not walked again by jsonschema (whose errors make the
+    messages); one it finds invalid, or cannot take (huge integers), is."""
+    import jsonschema_rs
+
+    from kai.api import registry
+
+    info = registry.lookup(api_version, kind)
+    assert info is not None
+    return jsonschema_rs.Draft202012Validator(registry.json_schema(info), validate_formats=False)
+
+
+def _fast_valid(doc: Document) -> bool:
+    try:
+        return bool(_fast_validator(doc.api_version or "", doc.kind or "").is_valid(doc.data))
+    except (ValueError, TypeError, OverflowError):
+        return False
+
+
 def _value(data: Any, path: FieldPath) -> Any:
     for part in path:
         data = data[part]
@@ -350,7 +372,7 @@ def _schema_problems(doc: Document) -> list[Problem]:
         )
         for path in _non_finite(doc.data)
     ]
-    for top in validator.iter_errors(doc.data):
+    for top in [] if _fast_valid(doc) else validator.iter_errors(doc.data):
         for error in _leaf_errors(top):
             for path, point, message in _error_problems(doc, error):
                 try:

@@ -8,10 +8,13 @@ Order of work: load (``yaml``, ``duplicate-key``, ``io``), identify (``document`
 from __future__ import annotations
 
 import io
+import os
 from dataclasses import dataclass, field, replace
 from fractions import Fraction
 
 from kai.api.quantity import QuantityError, parse_quantity
+from kai.api.untrusted_files import DEFAULT_LIMITS, FileLimits, UntrustedFileError, read_untrusted
+from kai.gitops.api_limits import check_api_limits
 from kai.gitops.loader import Document, LoadResult, UsageError, load_paths, load_text
 from kai.gitops.policy_rules import check_policies
 from kai.gitops.problems import Problem, Source, sort_problems
@@ -57,6 +60,9 @@ def validate(loaded: LoadResult, capacity: Capacity | None = None) -> Report:
     """Check everything ``loaded`` holds, together."""
     known, problems = check_documents(loaded.documents)
     problems = loaded.problems + problems
+    # What the API server refuses (names, number ranges), unless a place already has a problem.
+    taken = {(p.file, p.line, p.column) for p in problems}
+    problems += [p for p in check_api_limits(known) if (p.file, p.line, p.column) not in taken]
     problems += check_queues(records_from_documents(known), capacity=capacity)
     problems += check_policies(known)
     return Report(known, sort_problems(problems), loaded.files)
@@ -67,20 +73,22 @@ def validate_paths(
     *,
     capacity_file: str | None = None,
     stdin: io.BufferedIOBase | None = None,
+    limits: FileLimits = DEFAULT_LIMITS,
 ) -> Report:
     """Load and check ``paths``. Raises :class:`UsageError` for bad paths or capacity file."""
-    capacity = load_capacity(capacity_file) if capacity_file else None
-    return validate(load_paths(paths, stdin=stdin), capacity)
+    capacity = load_capacity(capacity_file, limits) if capacity_file else None
+    return validate(load_paths(paths, stdin=stdin, limits=limits), capacity)
 
 
-def load_capacity(path: str) -> Capacity:
+def load_capacity(path: str, limits: FileLimits = DEFAULT_LIMITS) -> Capacity:
     """Read a ``--capacity`` file: a mapping of gpu / cpu / memory to quantities."""
     try:
-        with open(path, "rb") as handle:
-            raw = handle.read()
+        raw = read_untrusted(path, os.path.dirname(path) or ".", limits.max_file_bytes)
+    except UntrustedFileError as exc:
+        raise UsageError(f"cannot read capacity file: {exc}") from exc
     except OSError as exc:
         raise UsageError(f"{path}: cannot read capacity file: {exc.strerror}") from exc
-    loaded = load_text(raw, path)
+    loaded = load_text(raw, path, limits=limits)
     if loaded.problems:
         raise UsageError(loaded.problems[0].text())
     if len(loaded.documents) != 1 or not isinstance(loaded.documents[0].data, dict):

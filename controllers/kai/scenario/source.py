@@ -10,11 +10,14 @@ from __future__ import annotations
 
 import json
 import math
+import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import yaml
+
+from kai.api.untrusted_files import DEFAULT_LIMITS, FileLimits, UntrustedFileError, read_untrusted
 
 #: a field path: mapping keys and 0-based list indexes, from the document root
 Path = tuple[str | int, ...]
@@ -132,13 +135,30 @@ def _mark(node: yaml.Node) -> tuple[int, int]:
     return (node.start_mark.line + 1, node.start_mark.column + 1)
 
 
-class _Builder:
-    """Turns a composed node tree into dicts, lists and scalars, noting repeated keys."""
+class _AliasLimit(Exception):
+    def __init__(self, node: yaml.Node) -> None:
+        super().__init__("alias limit")
+        self.mark = _mark(node)
 
-    def __init__(self) -> None:
+
+class _Builder:
+    """Turns a composed node tree into dicts, lists and scalars, noting repeated keys.
+
+    A node met again is an alias (``*name``) being expanded; at most ``max_alias_nodes`` values
+    are built that way, so an alias bomb stops early instead of filling the memory."""
+
+    def __init__(self, max_alias_nodes: int = DEFAULT_LIMITS.max_alias_nodes) -> None:
         self.problems: list[FieldProblem] = []
+        self._seen: set[int] = set()
+        self._left = max_alias_nodes
 
     def build(self, node: yaml.Node, path: Path) -> Any:
+        if id(node) in self._seen:
+            self._left -= 1
+            if self._left < 0:
+                raise _AliasLimit(node)
+        else:
+            self._seen.add(id(node))
         if isinstance(node, yaml.MappingNode):
             out: dict[Any, Any] = {}
             for key_node, value_node in node.value:
@@ -197,12 +217,16 @@ def _looks_like_json(filename: str, text: str) -> bool:
     return filename.endswith(".json") or text.lstrip()[:1] in ("{", "[")
 
 
-def read_document(filename: str) -> Document:
+def read_document(filename: str, limits: FileLimits = DEFAULT_LIMITS) -> Document:
     """Read and parse one file. Raises :class:`ScenarioError` when it cannot be parsed at all;
-    a repeated key is recorded in ``Document.problems`` (the data keeps the last value)."""
+    a repeated key is recorded in ``Document.problems`` (the data keeps the last value).
+
+    The file is read only when it is a regular file (a link only when it stays in the file's
+    own folder) of at most ``limits.max_file_bytes``; see :mod:`kai.api.untrusted_files`."""
     try:
-        with open(filename, "rb") as handle:
-            raw = handle.read()
+        raw = read_untrusted(filename, os.path.dirname(filename) or ".", limits.max_file_bytes)
+    except UntrustedFileError as exc:
+        raise ScenarioError([f"{filename}:1:1: (document): [io] {exc}"]) from None
     except OSError as exc:
         raise ScenarioError(
             [f"{filename}:1:1: (document): cannot read the file: {exc.strerror or exc}"]
@@ -221,7 +245,7 @@ def read_document(filename: str) -> Document:
         document = _read_json(filename, text)
         if document is not None:
             return document
-    return _read_yaml(filename, text)
+    return _read_yaml(filename, text, limits.max_alias_nodes)
 
 
 def _read_json(filename: str, text: str) -> Document | None:
@@ -235,7 +259,7 @@ def _read_json(filename: str, text: str) -> Document | None:
     return Document(filename, text, data, None)
 
 
-def _read_yaml(filename: str, text: str) -> Document:
+def _read_yaml(filename: str, text: str, max_alias_nodes: int) -> Document:
     try:
         nodes = list(yaml.compose_all(text, Loader=yaml.CSafeLoader))
     except yaml.MarkedYAMLError as exc:
@@ -259,8 +283,18 @@ def _read_yaml(filename: str, text: str) -> Document:
             [f"{filename}:{line}:{column}: (document): one scenario per file, found a second"]
         )
     root = nodes[0]
-    builder = _Builder()
-    data = builder.build(root, ())
+    builder = _Builder(max_alias_nodes)
+    try:
+        data = builder.build(root, ())
+    except _AliasLimit as exc:
+        line, column = exc.mark
+        raise ScenarioError(
+            [
+                f"{filename}:{line}:{column}: (document): YAML aliases (*name) repeat the value "
+                f"written here so often that the file expands to more than {max_alias_nodes} "
+                "extra values (--max-yaml-aliases; an alias bomb?)"
+            ]
+        ) from None
     document = Document(filename, text, data, root)
     document.problems.extend(builder.problems)
     return document

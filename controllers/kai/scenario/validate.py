@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from kai.api.untrusted_files import DEFAULT_LIMITS, FileLimits
 from kai.scenario import model
 from kai.scenario.field_checks import Checker, describe
 from kai.scenario.source import Document, Path, ScenarioError, read_document
@@ -33,9 +34,11 @@ _CONFIG_KEYS = (
 _KAI_PLUGIN_SETS = ("default", "default-without-predicates")
 
 
-def load_scenario(filename: str, *, require_expected: bool = False) -> model.Scenario:
+def load_scenario(
+    filename: str, *, require_expected: bool = False, limits: FileLimits = DEFAULT_LIMITS
+) -> model.Scenario:
     """Read and validate one scenario file; raises :class:`ScenarioError` listing every problem."""
-    return validate_document(read_document(filename), require_expected=require_expected)
+    return validate_document(read_document(filename, limits), require_expected=require_expected)
 
 
 def validate_document(document: Document, *, require_expected: bool = False) -> model.Scenario:

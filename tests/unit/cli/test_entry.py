@@ -91,7 +91,7 @@ def test_commands_are_loaded_lazily() -> None:
     assert not {"kubernetes", "numpy", "pydantic", "yaml", "argcomplete"} & top
     one = _imported_after("validate", "--help")
     loaded = {m for m in one if m.startswith("kai.commands.")}
-    assert loaded == {"kai.commands.validate", "kai.commands._output"}
+    assert loaded == {"kai.commands.validate", "kai.commands._output", "kai.commands._limits"}
 
 
 FAKE_COMMAND = '''\

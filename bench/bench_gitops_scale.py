@@ -1,0 +1,162 @@
+"""`kai validate` and `kai render` on a large GitOps repository (issue 10).
+
+    python bench/bench_gitops_scale.py                    # 100,000 queues, 3 runs each
+    python bench/bench_gitops_scale.py 10000 100000 --repeat 1
+
+The repository: one QueueTree of ``N / 1000`` departments (``departments.yaml``) and, for each
+department, a file with a QueueTree of 1,000 team queues under it, each with a display name,
+a priority, quotas of gpu / cpu / memory, a gpu limit and a namespace. Every rule passes (the
+quotas add up), so `kai validate` exits 0 and `kai render --out DIR` writes ``N +
+departments`` Queue files and the ConfigMap binding the namespaces.
+
+Each command runs as its own process (`python -m kai ...`, as CI runs it); the wall time and
+that process's CPU time and peak RSS (from ``wait4``) are reported, medians over ``--repeat`` runs.
+Target: 100,000 queues under 20 s and 500 MB peak RSS for each command.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+TEAMS_PER_DEPARTMENT = 1000
+TARGET_S, TARGET_MB = 20.0, 500.0
+
+
+def write_repository(root: Path, queues: int) -> int:
+    """Write ``queues`` team queues (and their departments); returns the bytes written."""
+    departments = max(1, queues // TEAMS_PER_DEPARTMENT)
+    lines = [
+        "apiVersion: gitops.kai.scheduler/v1alpha1",
+        "kind: QueueTree",
+        "metadata:",
+        "  name: departments",
+        "spec:",
+        "  queues:",
+    ]
+    for d in range(departments):
+        lines += [
+            f"  - name: dept-{d}",
+            f"    displayName: Department {d}",
+            f"    quota: {{gpu: {TEAMS_PER_DEPARTMENT}, cpu: '{TEAMS_PER_DEPARTMENT * 8}', "
+            f"memory: {TEAMS_PER_DEPARTMENT * 64}Gi}}",
+            "    limit: {gpu: -1, cpu: -1, memory: -1}",
+        ]
+    (root / "departments.yaml").write_text("\n".join(lines) + "\n")
+    size = (root / "departments.yaml").stat().st_size
+    left = queues
+    for d in range(departments):
+        teams = min(TEAMS_PER_DEPARTMENT, left) if d < departments - 1 else left
+        left -= teams
+        lines = [
+            "apiVersion: gitops.kai.scheduler/v1alpha1",
+            "kind: QueueTree",
+            "metadata:",
+            f"  name: dept-{d}-teams",
+            "spec:",
+            f"  parent: dept-{d}",
+            "  defaults:",
+            "    overQuotaWeight: {gpu: 1, cpu: 1, memory: 1}",
+            "  queues:",
+        ]
+        for t in range(teams):
+            lines += [
+                f"  - name: d{d}-team-{t}",
+                f"    displayName: Team {t} of department {d}",
+                f"    priority: {100 + t % 50}",
+                "    quota: {gpu: 1, cpu: '8', memory: 64Gi}",
+                "    limit: {gpu: 4, cpu: -1, memory: -1}",
+                f"    namespaces: [d{d}-ns-{t}]",
+            ]
+        path = root / "queues" / f"dept-{d}.yaml"
+        path.parent.mkdir(exist_ok=True)
+        path.write_text("\n".join(lines) + "\n")
+        size += path.stat().st_size
+    return size
+
+
+def run_measured(command: list[str]) -> tuple[float, float, float, int]:
+    """Wall seconds, CPU seconds, peak RSS in MB and exit status of one command."""
+    start = time.perf_counter()
+    process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    _, status, usage = os.wait4(process.pid, 0)
+    wall = time.perf_counter() - start
+    process.returncode = os.waitstatus_to_exitcode(status)
+    stderr = process.stderr.read().decode() if process.stderr else ""
+    if process.stderr:
+        process.stderr.close()
+    if process.returncode != 0:
+        print(stderr[-2000:], file=sys.stderr)
+    cpu = usage.ru_utime + usage.ru_stime
+    return wall, cpu, usage.ru_maxrss / 1024, process.returncode  # ru_maxrss: KiB on Linux
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
+    parser.add_argument("queues", nargs="*", type=int, default=[100_000])
+    parser.add_argument("--repeat", type=int, default=3)
+    args = parser.parse_args()
+    kai = [sys.executable, "-c", "import sys; from kai.cli import main; sys.exit(main())"]
+    print(
+        f"# {platform.python_implementation()} {platform.python_version()}, "
+        f"load average {os.getloadavg()[0]:.1f}"
+    )
+    print(
+        "| queues | MB of YAML | command | median wall s | min wall s | median CPU s "
+        "| median peak RSS MB | target |"
+    )
+    print("|---:|---:|---|---:|---:|---:|---:|---|")
+    failed = False
+    for count in args.queues:
+        with tempfile.TemporaryDirectory(prefix="kai-gitops-bench-") as temporary:
+            root = Path(temporary) / "repo"
+            root.mkdir()
+            size = write_repository(root, count)
+            out = Path(temporary) / "out"
+            commands = {
+                "validate": [*kai, "validate", str(root)],
+                "render --out": [*kai, "render", str(root), "--out", str(out)],
+            }
+            for name, command in commands.items():
+                walls, cpus, peaks = [], [], []
+                for _ in range(args.repeat):
+                    shutil.rmtree(out, ignore_errors=True)
+                    wall, cpu, peak, code = run_measured(command)
+                    if code != 0:
+                        print(f"{name} exited {code}", file=sys.stderr)
+                        return 1
+                    walls.append(wall)
+                    cpus.append(cpu)
+                    peaks.append(peak)
+                if name.startswith("render"):
+                    written = len(os.listdir(out))
+                    expected = count + max(1, count // TEAMS_PER_DEPARTMENT) + 1
+                    if written != expected:
+                        print(f"render wrote {written} files, expected {expected}", file=sys.stderr)
+                        return 1
+                wall, peak = statistics.median(walls), statistics.median(peaks)
+                verdict = "-"
+                if count == 100_000:
+                    met = wall < TARGET_S and peak < TARGET_MB
+                    failed |= not met
+                    verdict = (
+                        f"{'met' if met else 'NOT met'} (< {TARGET_S:.0f} s, < {TARGET_MB:.0f} MB)"
+                    )
+                print(
+                    f"| {count:,} | {size / 1e6:.1f} | {name} | {wall:.2f} | {min(walls):.2f} "
+                    f"| {statistics.median(cpus):.2f} | {peak:.0f} | {verdict} |",
+                    flush=True,
+                )
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
