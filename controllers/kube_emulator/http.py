@@ -204,7 +204,7 @@ class ApiHandler(BaseHTTPRequestHandler):
             "Cache-Control: no-cache, private",
             f"Date: {_http_date()}",
         ]
-        head += [f'Warning: 299 - "{w}"' for w in warnings or []]
+        head += [f'Warning: 299 - "{_quoted(w)}"' for w in warnings or []]
         if self.close_connection:
             head.append("Connection: close")
         payload = ("\r\n".join(head) + "\r\n\r\n").encode("latin-1")
@@ -584,6 +584,11 @@ _VERBS: dict[str, dict[bool, str]] = {
     "PATCH": {False: "patch", True: "patch"},
     "DELETE": {False: "delete", True: "deletecollection"},
 }
+
+
+def _quoted(text: str) -> str:
+    """The inside of an HTTP quoted-string, as the real server writes a Warning's text."""
+    return text.replace("\\", "\\\\").replace('"', '\\"').replace("\r", " ").replace("\n", " ")
 
 
 def _write_options(q: dict[str, str], default_field_validation: str) -> WriteOptions:
