@@ -224,6 +224,9 @@ class ApiHandler(BaseHTTPRequestHandler):
         except ValueError as exc:
             self.close_connection = True
             raise bad_request("Content-Length is not a number") from exc
+        if length < 0:  # read(-1) would read until the client closes: no limit at all
+            self.close_connection = True
+            raise bad_request("Content-Length must not be negative")
         if length > MAX_BODY:
             self.close_connection = True  # the unread body makes the connection unusable
             raise ApiError(
@@ -235,11 +238,14 @@ class ApiHandler(BaseHTTPRequestHandler):
             chunks = []
             total = 0
             while True:
-                try:
-                    size = int(self.rfile.readline().strip() or b"0", 16)
-                except ValueError as exc:
+                # a chunk-size line: hex digits, maybe ";extensions" (bounded: a line that
+                # never ends must not grow without limit)
+                line = self.rfile.readline(1024)
+                digits = line.split(b";", 1)[0].strip()
+                if not digits or not all(c in b"0123456789abcdefABCDEF" for c in digits):
                     self.close_connection = True
-                    raise bad_request("malformed chunked request body") from exc
+                    raise bad_request("malformed chunked request body: bad chunk size")
+                size = int(digits, 16)
                 if size == 0:
                     self.rfile.readline()
                     break
@@ -261,11 +267,11 @@ class ApiHandler(BaseHTTPRequestHandler):
             return None
         ctype = (self.headers.get("Content-Type") or "application/json").split(";")[0].strip()
         if ctype in ("application/yaml", "application/apply-patch+yaml"):
-            import yaml
+            from kube_emulator.yamlbody import YamlBodyError, load_yaml
 
             try:
-                return yaml.safe_load(raw)
-            except yaml.YAMLError as exc:
+                return load_yaml(raw)
+            except YamlBodyError as exc:
                 raise bad_request(f"the request body is not valid YAML: {exc}") from exc
         if ctype == "application/vnd.kubernetes.protobuf":
             return protobuf.decode(raw)

@@ -685,12 +685,9 @@ def _load_yaml(raw: bytes) -> Any:
     try:
         return orjson.loads(raw)
     except orjson.JSONDecodeError:
-        import yaml
+        from kube_emulator.yamlbody import load_yaml
 
-        try:
-            return yaml.safe_load(raw)
-        except yaml.YAMLError as exc:
-            raise ValueError(str(exc)) from exc
+        return load_yaml(raw)  # a YamlBodyError is a ValueError
 
 
 APPLY_PATCH = "application/apply-patch+yaml"
