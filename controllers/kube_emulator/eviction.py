@@ -57,7 +57,10 @@ def evict(core: ApiCore, ns: str, name: str, body: Any, opts: WriteOptions) -> d
         if (b.get("spec") or {}).get("selector") is not None
         and match_label_selector_object((b.get("spec") or {}).get("selector"), labels)
     ]
-    if phase not in ("Succeeded", "Failed") and not pod["metadata"].get("deletionTimestamp"):
+    # as the real server's canIgnorePDB: a pod that is not running yet, or is done, or is
+    # already being deleted is evicted whatever the budgets say
+    ignores_budgets = phase in ("Succeeded", "Failed", "Pending")
+    if not ignores_budgets and not pod["metadata"].get("deletionTimestamp"):
         if len(budgets) > 1:
             raise ApiError(
                 500,

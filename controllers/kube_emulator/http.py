@@ -204,7 +204,7 @@ class ApiHandler(BaseHTTPRequestHandler):
             "Cache-Control: no-cache, private",
             f"Date: {_http_date()}",
         ]
-        head += [f'Warning: 299 - "{w}"' for w in warnings or []]
+        head += [f'Warning: 299 - "{_quoted(w)}"' for w in warnings or []]
         if self.close_connection:
             head.append("Connection: close")
         payload = ("\r\n".join(head) + "\r\n\r\n").encode("latin-1")
@@ -224,6 +224,9 @@ class ApiHandler(BaseHTTPRequestHandler):
         except ValueError as exc:
             self.close_connection = True
             raise bad_request("Content-Length is not a number") from exc
+        if length < 0:  # read(-1) would read until the client closes: no limit at all
+            self.close_connection = True
+            raise bad_request("Content-Length must not be negative")
         if length > MAX_BODY:
             self.close_connection = True  # the unread body makes the connection unusable
             raise ApiError(
@@ -235,11 +238,14 @@ class ApiHandler(BaseHTTPRequestHandler):
             chunks = []
             total = 0
             while True:
-                try:
-                    size = int(self.rfile.readline().strip() or b"0", 16)
-                except ValueError as exc:
+                # a chunk-size line: hex digits, maybe ";extensions" (bounded: a line that
+                # never ends must not grow without limit)
+                line = self.rfile.readline(1024)
+                digits = line.split(b";", 1)[0].strip()
+                if not digits or not all(c in b"0123456789abcdefABCDEF" for c in digits):
                     self.close_connection = True
-                    raise bad_request("malformed chunked request body") from exc
+                    raise bad_request("malformed chunked request body: bad chunk size")
+                size = int(digits, 16)
                 if size == 0:
                     self.rfile.readline()
                     break
@@ -261,11 +267,11 @@ class ApiHandler(BaseHTTPRequestHandler):
             return None
         ctype = (self.headers.get("Content-Type") or "application/json").split(";")[0].strip()
         if ctype in ("application/yaml", "application/apply-patch+yaml"):
-            import yaml
+            from kube_emulator.yamlbody import YamlBodyError, load_yaml
 
             try:
-                return yaml.safe_load(raw)
-            except yaml.YAMLError as exc:
+                return load_yaml(raw)
+            except YamlBodyError as exc:
                 raise bad_request(f"the request body is not valid YAML: {exc}") from exc
         if ctype == "application/vnd.kubernetes.protobuf":
             return protobuf.decode(raw)
@@ -584,6 +590,11 @@ _VERBS: dict[str, dict[bool, str]] = {
     "PATCH": {False: "patch", True: "patch"},
     "DELETE": {False: "delete", True: "deletecollection"},
 }
+
+
+def _quoted(text: str) -> str:
+    """The inside of an HTTP quoted-string, as the real server writes a Warning's text."""
+    return text.replace("\\", "\\\\").replace('"', '\\"').replace("\r", " ").replace("\n", " ")
 
 
 def _write_options(q: dict[str, str], default_field_validation: str) -> WriteOptions:

@@ -196,25 +196,25 @@ def shape_error(md: Any) -> str | None:
 def _owner_references_error(refs: Any) -> str | None:
     if not isinstance(refs, list) or not all(isinstance(r, dict) for r in refs):
         return "metadata.ownerReferences must be a list of objects"
-    for i, ref in enumerate(refs):
+    for ref in refs:  # the real server names these fields without an index
         for key in ("apiVersion", "kind", "name", "uid"):
             if key in ref and not isinstance(ref[key], str):
-                return f"metadata.ownerReferences[{i}].{key} must be a string"
+                return f"metadata.ownerReferences.{key} must be a string"
         for key in ("controller", "blockOwnerDeletion"):
             if key in ref and ref[key] is not None and not isinstance(ref[key], bool):
-                return f"metadata.ownerReferences[{i}].{key} must be a boolean"
+                return f"metadata.ownerReferences.{key} must be a boolean"
     return None
 
 
 def owner_causes(md: dict[str, Any]) -> list[dict[str, str]]:
     causes = []
     refs = md.get("ownerReferences") or []
-    for i, ref in enumerate(refs):
+    for ref in refs:  # the real server names these fields without an index
         for key in ("apiVersion", "kind", "name", "uid"):
             if not ref.get(key):
                 causes.append(
                     field_cause(
-                        f"metadata.ownerReferences[{i}].{key}",
+                        f"metadata.ownerReferences.{key}",
                         'Invalid value: "": must not be empty',
                     )
                 )

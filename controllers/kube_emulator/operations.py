@@ -10,6 +10,7 @@ object, as the real server does.
 from __future__ import annotations
 
 import random
+import re
 import threading
 import uuid
 from dataclasses import dataclass
@@ -71,6 +72,7 @@ class WriteOptions:
     field_manager: str | None = None
     force: bool = False
     managed_fields: list[dict[str, Any]] | None = None  # set by server-side apply
+    patch: bytes | None = None  # the request body of a PATCH (its errors name the patch)
 
 
 class _Retry(Exception):
@@ -180,9 +182,11 @@ class ApiCore:
             errors, _ = validate_custom_resource(body, shape, prune=False, skip=unchanged)
             if errors:
                 first = errors[0]
+                # the real server's decoder names the Go struct field path, without indices
+                path = re.sub(r"\[[^\]]*\]", "", first["field"])
                 raise bad_request(
                     f'{rt.kind} in version "{version}" cannot be handled as a {rt.kind}: '
-                    f"{first['field']}: {first['message']}"
+                    f"{path}: {first['message']}"
                 )
         md = body.get("metadata")
         if md is None:
@@ -230,6 +234,15 @@ class ApiCore:
                     del obj[field]
         if unknown and opts.field_validation == "Strict":
             listed = ", ".join(f'unknown field "{u}"' for u in unknown)
+            if opts.patch is not None:  # the real server: an invalid patch, 422
+                shown = opts.patch.decode("utf-8", "replace")[:256]
+                message = f'Invalid value: "{shown}": strict decoding error: {listed}'
+                raise ApiError(
+                    422,
+                    f' "" is invalid: patch: {message}',
+                    "Invalid",
+                    causes=[field_cause("patch", message)],
+                )
             raise ApiError(
                 400,
                 f'{rt.kind} in version "{version}" cannot be handled as a {rt.kind}: '
@@ -472,6 +485,7 @@ class ApiCore:
         subresource: str = "",
     ) -> tuple[dict[str, Any], list[str]]:
         patch_doc = _patch_document(rt, ptype, raw, opts)
+        opts.patch = raw
         for _ in range(8):
             old = self.store.get(rt.store_key, ns or "", name)
             if old is None:
@@ -679,12 +693,9 @@ def _load_yaml(raw: bytes) -> Any:
     try:
         return orjson.loads(raw)
     except orjson.JSONDecodeError:
-        import yaml
+        from kube_emulator.yamlbody import load_yaml
 
-        try:
-            return yaml.safe_load(raw)
-        except yaml.YAMLError as exc:
-            raise ValueError(str(exc)) from exc
+        return load_yaml(raw)  # a YamlBodyError is a ValueError
 
 
 APPLY_PATCH = "application/apply-patch+yaml"
@@ -705,9 +716,21 @@ def _patch_document(rt: ResourceType, ptype: str, raw: bytes, opts: WriteOptions
             "UnsupportedMediaType",
         )
     if ptype == APPLY_PATCH and not opts.field_manager:
-        raise bad_request(
-            "PATCH requests with content type application/apply-patch+yaml "
-            "must set the fieldManager query parameter"
+        raise ApiError(
+            422,
+            'PatchOptions.meta.k8s.io "" is invalid: fieldManager: Required value: '
+            "is required for apply patch",
+            "Invalid",
+            name="",
+            group="meta.k8s.io",
+            kind="PatchOptions",
+            causes=[
+                field_cause(
+                    "fieldManager",
+                    "Required value: is required for apply patch",
+                    "FieldValueRequired",
+                )
+            ],
         )
     return patch_doc
 

@@ -79,6 +79,7 @@ class Validator:
 
     def __init__(self) -> None:
         self.errors: list[Cause] = []
+        self.rule_errors: list[Cause] = []  # failed CEL rules, reported only if all else passes
         self.unknown: list[str] = []
         self.skipped_rules: list[str] = []
 
@@ -134,11 +135,13 @@ class Validator:
             except CelError as exc:
                 ok, why = False, f"{exc} evaluating rule: {text}"
             if not ok:
-                self.errors.append(
+                # the real server shows a scalar's value, not an object's or a list's
+                shown = "" if isinstance(value, (dict, list)) else f"{_show(value)}: "
+                self.rule_errors.append(
                     {
                         "reason": rule.get("reason") or "FieldValueInvalid",
                         "field": where,
-                        "message": f'Invalid value: "{typ}": {why}',
+                        "message": f"Invalid value: {shown}{why}",
                     }
                 )
 
@@ -338,4 +341,36 @@ def validate_custom_resource(
             v.errors.append(
                 {"reason": "FieldValueRequired", "field": name, "message": "Required value"}
             )
+    # as the real server (hasBlockingErr): after an error of these kinds no CEL rule runs
+    if not any(e["reason"] in _BLOCKING for e in v.errors):
+        return v.errors + v.rule_errors, v.unknown
+    if _has_rules(schema):
+        v.errors.append(RULES_NOT_CHECKED)
     return v.errors, v.unknown
+
+
+_BLOCKING = frozenset(
+    {
+        "FieldValueNotSupported",
+        "FieldValueRequired",
+        "FieldValueTooLong",
+        "FieldValueTooMany",
+        "FieldValueTypeInvalid",
+    }
+)
+
+
+RULES_NOT_CHECKED: Cause = {
+    "reason": "FieldValueInvalid",
+    "field": "<nil>",
+    "message": "Invalid value: null: some validation rules were not checked because the object "
+    "was invalid; correct the existing errors to complete validation",
+}
+
+
+def _has_rules(schema: Any) -> bool:
+    if isinstance(schema, dict):
+        return "x-kubernetes-validations" in schema or any(_has_rules(v) for v in schema.values())
+    if isinstance(schema, list):
+        return any(_has_rules(v) for v in schema)
+    return False

@@ -1,9 +1,15 @@
 """Fixtures for the API conformance tests.
 
-By default every test talks to an embedded ``kube_emulator`` started on a free port. With
-``KAI_TEST_KUBECONFIG=/path/to/kubeconfig`` the same tests run against that (real) cluster;
-tests that need the embedded server's knobs (fault injection, compaction, the pod-deletion
-rule, local webhooks) are skipped there. Each test gets its own namespace.
+Every test that uses ``cluster`` runs against two servers, the test id saying which:
+
+- ``embedded``: a ``kube_emulator`` started on a free port;
+- ``real``: a real kube-apiserver -- ``$KAI_TEST_KUBECONFIG`` if set, else this worker's
+  ``real_cluster`` (a v1.36 control plane from ``../shared/real-k8s``; skipped where absent).
+
+``KAI_CONFORMANCE_SERVERS=embedded`` (or ``real``) runs one of them only. Tests that need the
+embedded server's knobs (fault injection, compaction, the pod-deletion rule, local webhooks)
+skip on the real one, each naming why. Each test gets its own namespace; a real cluster's
+controllers add ConfigMaps (``kube-root-ca.crt``) to it, so tests do not assume it is empty.
 """
 
 from __future__ import annotations
@@ -38,6 +44,26 @@ class Cluster:
         return self.server
 
 
+SERVERS = ("embedded", "real")
+
+
+def _servers() -> list[str]:
+    wanted = os.environ.get("KAI_CONFORMANCE_SERVERS", ",".join(SERVERS))
+    chosen = [s.strip() for s in wanted.split(",") if s.strip()]
+    unknown = sorted(set(chosen) - set(SERVERS))
+    if unknown or not chosen:
+        raise pytest.UsageError(
+            f"KAI_CONFORMANCE_SERVERS={wanted!r}: expected a comma-separated subset of "
+            f"{', '.join(SERVERS)}"
+        )
+    return chosen
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    if "cluster" in metafunc.fixturenames:
+        metafunc.parametrize("cluster", _servers(), indirect=True, scope="session")
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     here = Path(__file__).parent
     for item in items:
@@ -46,11 +72,17 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 
 
 @pytest.fixture(scope="session")
-def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
-    external = os.environ.get("KAI_TEST_KUBECONFIG")
-    if external:
-        path = Path(external)
-        yield Cluster(path, config.new_client_from_config(str(path)), None)
+def cluster(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Cluster]:
+    if request.param == "real":
+        external = os.environ.get("KAI_TEST_KUBECONFIG")
+        path = Path(external) if external else request.getfixturevalue("real_cluster").kubeconfig
+        api = config.new_client_from_config(str(path))
+        try:
+            yield Cluster(path, api, None)
+        finally:
+            api.close()
         return
     from kube_emulator import ApiServer
 

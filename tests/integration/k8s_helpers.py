@@ -9,6 +9,16 @@ from kubernetes import client
 
 from helpers.polling import eventually  # noqa: F401  (re-exported for the tests here)
 
+# ConfigMaps a real cluster's controllers put into every namespace (kube-root-ca.crt by
+# kube-controller-manager; the service CA bundle by some distributions). Tests must not assume
+# an empty namespace: they ignore these by name.
+SYSTEM_CONFIGMAPS = frozenset({"kube-root-ca.crt", "openshift-service-ca.crt"})
+
+
+def ours(names: list[str]) -> list[str]:
+    """``names`` without the ConfigMaps a real cluster creates by itself, order kept."""
+    return [n for n in names if n not in SYSTEM_CONFIGMAPS]
+
 
 def pod(name: str, **spec: Any) -> dict[str, Any]:
     labels = spec.pop("labels", None)

@@ -181,8 +181,14 @@ def test_schema_violations_are_422_with_field_paths(cluster, widget_group, ns, s
     assert err.value.status == 422 and status["reason"] == "Invalid"
     assert status["details"]["kind"] == "Widget" and status["details"]["group"] == widget_group
     causes = status["details"]["causes"]
-    assert [c["field"] for c in causes] == [field], causes
+    assert [c["field"] for c in causes if c["field"] != "<nil>"] == [field], causes
     assert words in causes[0]["message"]
+    # after a type, enum, length or required error the real server runs no CEL rule, and says so
+    blocking = causes[0]["reason"] != "FieldValueInvalid"
+    skipped = [c for c in causes if c["field"] == "<nil>"]
+    assert len(skipped) == (1 if blocking else 0), causes
+    if skipped:
+        assert "some validation rules were not checked" in skipped[0]["message"]
 
 
 def test_status_subresource(cluster, widget_group, ns):
@@ -304,7 +310,7 @@ def test_cel_rules(cluster, widget_group, ns):
         {
             "reason": "FieldValueInvalid",
             "field": "spec",
-            "message": 'Invalid value: "object": blue widgets need a size above 2',
+            "message": "Invalid value: blue widgets need a size above 2",
         }
     ]
     _create(co, widget_group, ns, "w", spec={"size": 3, "color": "blue"})

@@ -259,7 +259,7 @@ def test_events_core_and_events_k8s_io(cluster, core, ns):
         ns,
         {
             "metadata": {"name": "e3"},
-            "eventTime": "2026-01-01T00:00:00.000000Z",
+            "eventTime": "2026-01-01T00:00:00.000001Z",  # the client re-serialises it
             "reportingController": "kai",
             "reportingInstance": "kai-1",
             "action": "Binding",

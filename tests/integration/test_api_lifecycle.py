@@ -203,8 +203,16 @@ def test_eviction_respects_the_disruption_budget(cluster, core, ns):
     policy = client.PolicyV1Api(cluster.api)
     for name in ("e1", "e2"):
         core.create_namespaced_pod(ns, pod(name, labels={"app": "guarded"}))
+        # Running: a Pending pod is evicted whatever the budgets say (as a real server does)
         core.patch_namespaced_pod_status(
-            name, ns, {"status": {"conditions": [{"type": "Ready", "status": "True"}]}}
+            name,
+            ns,
+            {
+                "status": {
+                    "phase": "Running",
+                    "conditions": [{"type": "Ready", "status": "True"}],
+                }
+            },
         )
     policy.create_namespaced_pod_disruption_budget(
         ns,

@@ -62,3 +62,29 @@ def test_bad_flag_exits_2():
         timeout=60,
     )
     assert out.returncode == 2 and "must be between 0 and 1" in out.stderr
+
+
+@pytest.mark.parametrize(("host", "warned"), [("127.0.0.1", False), ("0.0.0.0", True)])
+def test_a_non_loopback_host_is_warned_about(tmp_path, host, warned):
+    proc = subprocess.Popen(
+        [*_kai(), "apiserver", "--host", host, "--port", "0"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert proc.stdout.readline().startswith("serving: http://")
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=30)
+    assert proc.returncode == 0, err
+    assert ("is not a loopback address" in err) == warned, err
+    if warned:
+        assert "no authentication" in err
+
+
+def test_is_loopback():
+    from kai.commands.apiserver import is_loopback
+
+    assert all(is_loopback(h) for h in ("127.0.0.1", "127.1.2.3", "::1", "[::1]", "localhost"))
+    assert not any(is_loopback(h) for h in ("0.0.0.0", "::", "10.0.0.1", "example.com"))

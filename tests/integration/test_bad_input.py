@@ -7,6 +7,7 @@ they are, which is what a buggy controller or a hand-written manifest does."""
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 from k8s_helpers import pod
@@ -48,7 +49,8 @@ def test_wrong_types_are_400_naming_the_field(core, dyn, ns, mutate, field):
     pods = dyn.resources.get(api_version="v1", kind="Pod")
     code, status = _fails(lambda: pods.create(body=body, namespace=ns))
     assert code == 400 and status["reason"] == "BadRequest"
-    assert field in status["message"], status["message"]
+    # the real server's decoder names the field's path without list indices
+    assert re.sub(r"\[\d+\]", "", field) in status["message"], status["message"]
     assert core.list_namespaced_pod(ns).items == []
 
 
@@ -64,7 +66,7 @@ def test_owner_reference_without_uid_is_422(dyn, ns):
     cms = dyn.resources.get(api_version="v1", kind="ConfigMap")
     code, status = _fails(lambda: cms.create(body=body, namespace=ns))
     assert code == 422
-    assert status["details"]["causes"][0]["field"] == "metadata.ownerReferences[0].uid"
+    assert status["details"]["causes"][0]["field"] == "metadata.ownerReferences.uid"
 
 
 def test_body_kind_mismatch_is_400(dyn, ns):
@@ -151,7 +153,7 @@ def test_label_key_and_annotation_size_are_checked(core, ns):
 MALFORMED_PATCHES = [
     ("application/json-patch+json", [{"op": "add", "path": 5, "value": 1}]),
     ("application/json-patch+json", [{"op": "move", "path": "/data/y"}]),
-    ("application/json-patch+json", [{"op": "copy", "from": "/nope", "path": "/data/y"}]),
+    # (not here: a copy from a missing member, which a real server accepts and copies null)
     ("application/json-patch+json", [{"op": "jump", "path": "/data"}]),
     ("application/json-patch+json", [{"op": "remove", "path": "/metadata"}]),
     # the client turns a non-list JSON patch into a strategic merge patch: an unknown field
@@ -159,7 +161,7 @@ MALFORMED_PATCHES = [
     ("application/merge-patch+json", {"metadata": {"labels": 5}}),
     ("application/merge-patch+json", {"metadata": {"name": "other"}}),
     ("application/merge-patch+json", {"data": {"k": 5}}),
-    ("application/strategic-merge-patch+json", {"data": {"$deleteFromPrimitiveList/x": 5}}),
+    # (not here: $deleteFromPrimitiveList on a map field, which a real server ignores)
     ("application/strategic-merge-patch+json", {"metadata": {"finalizers": [5]}}),
 ]
 
@@ -170,7 +172,9 @@ def test_malformed_patches_are_client_errors(core, ns, content_type, body):
 
     core.create_namespaced_config_map(ns, {"metadata": {"name": "t"}, "data": {"k": "v"}})
     with pytest.raises(client.ApiException) as err:
-        core.patch_namespaced_config_map("t", ns, body, _content_type=content_type)
+        core.patch_namespaced_config_map(
+            "t", ns, body, _content_type=content_type, field_validation="Strict"
+        )
     assert 400 <= err.value.status < 500, err.value.body
     assert core.read_namespaced_config_map("t", ns).data == {"k": "v"}
 
@@ -181,8 +185,11 @@ def test_unknown_top_level_field_of_a_builtin_kind(core, ns):
     core.create_namespaced_config_map(ns, {"metadata": {"name": "u"}, "data": {"k": "v"}})
     with pytest.raises(client.ApiException) as err:
         core.patch_namespaced_config_map("u", ns, {"datum": {"a": "b"}}, field_validation="Strict")
-    assert err.value.status == 400
-    assert 'unknown field "datum"' in json.loads(err.value.body)["message"]
+    # a patch: the real server reports the strict decoding error as an invalid patch
+    assert err.value.status == 422
+    status = json.loads(err.value.body)
+    assert 'unknown field "datum"' in status["message"]
+    assert [c["field"] for c in status["details"]["causes"]] == ["patch"]
     kept = core.patch_namespaced_config_map(
         "u", ns, {"datum": {"a": "b"}, "data": {"x": "y"}}, field_validation="Ignore"
     )

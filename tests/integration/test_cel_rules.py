@@ -31,11 +31,20 @@ def rules_group(cluster):
         "properties": {
             "replicas": {"type": "integer"},
             "maxReplicas": {"type": "integer"},
-            "name": {"type": "string"},
-            "mode": {"type": "string"},
-            "ports": {"type": "array", "items": {"type": "integer"}},
-            "tags": {"type": "array", "items": {"type": "string"}},
-            "limits": {"type": "object", "additionalProperties": {"type": "integer"}},
+            # the bounds keep the rules' estimated cost within a real server's budget
+            "name": {"type": "string", "maxLength": 63},
+            "mode": {"type": "string", "maxLength": 16},
+            "ports": {"type": "array", "maxItems": 16, "items": {"type": "integer"}},
+            "tags": {
+                "type": "array",
+                "maxItems": 16,
+                "items": {"type": "string", "maxLength": 63},
+            },
+            "limits": {
+                "type": "object",
+                "maxProperties": 16,
+                "additionalProperties": {"type": "integer"},
+            },
             "ratio": {"type": "number"},
         },
         "required": ["replicas", "maxReplicas", "name", "ports", "tags", "limits"],
@@ -118,7 +127,5 @@ def test_rules(cluster, rules_group, ns, change, message):
         co.create_namespaced_custom_object(rules_group, "v1", ns, "ruled", body)
     status = status_of(err.value)
     assert err.value.status == 422
-    assert [c["message"] for c in status["details"]["causes"]] == [
-        f'Invalid value: "object": {message}'
-    ]
+    assert [c["message"] for c in status["details"]["causes"]] == [f"Invalid value: {message}"]
     assert status["details"]["causes"][0]["field"] == "spec"

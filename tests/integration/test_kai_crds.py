@@ -29,14 +29,7 @@ def kai_crds(cluster):
         pytest.skip("manifests/crds/ holds no CRDs yet")
     ext = client.ApiextensionsV1Api(cluster.api)
     for crd in crds:
-        try:
-            ext.create_custom_resource_definition(crd)
-        except client.ApiException as exc:
-            if exc.status != 409:
-                raise
-            current = ext.read_custom_resource_definition(crd["metadata"]["name"])
-            crd["metadata"]["resourceVersion"] = current.metadata.resource_version
-            ext.replace_custom_resource_definition(crd["metadata"]["name"], crd)
+        _create_or_replace(ext, crd)
     co = client.CustomObjectsApi(cluster.api)
 
     def served():
@@ -49,6 +42,30 @@ def kai_crds(cluster):
 
     eventually(served, timeout=30)
     return {c["metadata"]["name"] for c in crds}
+
+
+def _create_or_replace(ext, crd, attempts=20):
+    """Install ``crd`` whatever is there: other workers (``-n 2``) and other tests install the
+    same cluster-wide CRDs at the same time, so a create may meet an existing one and a
+    replace a newer resourceVersion; both are retried."""
+    name = crd["metadata"]["name"]
+    for _ in range(attempts):
+        try:
+            ext.create_custom_resource_definition(crd)
+            return
+        except client.ApiException as exc:
+            if exc.status != 409:
+                raise
+        try:
+            current = ext.read_custom_resource_definition(name)
+            body = {**crd, "metadata": {**crd["metadata"]}}
+            body["metadata"]["resourceVersion"] = current.metadata.resource_version
+            ext.replace_custom_resource_definition(name, body)
+            return
+        except client.ApiException as exc:
+            if exc.status not in (404, 409):  # deleted or changed meanwhile: again
+                raise
+    raise AssertionError(f"could not install CRD {name} in {attempts} attempts")
 
 
 def _queue(name, **resources):

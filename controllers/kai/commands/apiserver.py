@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import logging
 import threading
 from pathlib import Path
 
@@ -47,7 +48,12 @@ def _service(text: str) -> tuple[str, str]:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--host", default="127.0.0.1", help="address to listen on")
+    parser.add_argument(
+        "--host",
+        default="127.0.0.1",
+        help="address to listen on (default: loopback only; any other address is warned about: "
+        "the server has no authentication)",
+    )
     parser.add_argument("--port", type=int, default=0, help="port (default: any free port)")
     parser.add_argument(
         "--kubeconfig-out",
@@ -135,6 +141,18 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_logging_options(parser, level="WARNING")
 
 
+def is_loopback(host: str) -> bool:
+    """True for an address only this machine can reach (127.0.0.0/8, ::1, localhost)."""
+    import ipaddress
+
+    if host.lower() in ("localhost", "localhost."):
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False  # a host name: it may resolve to anything
+
+
 def _tls_unavailable() -> bool:
     """``--tls`` needs the ``cryptography`` package, which comes with the ``local`` extra."""
     import importlib.util
@@ -166,6 +184,12 @@ def run(args: argparse.Namespace) -> int:
         webhook_services=dict(args.webhook_service),
         workload_controllers=args.workload_controllers,
     )
+    if not is_loopback(args.host):
+        logging.getLogger("kai.apiserver").warning(
+            "--host %s is not a loopback address: anyone who can reach it can read and change "
+            "every object (the embedded API server has no authentication)",
+            args.host,
+        )
     server = ApiServer(options)
     try:
         server.start()
