@@ -268,8 +268,13 @@ def test_preemption_delay_is_read_from_the_podgroup(cluster: Cluster) -> None:
         conditions = (kube.get(PODGROUPS, "urgent", "work").get("status") or {}).get(
             "schedulingConditions"
         ) or []
-        reasons = [r.get("reason") for c in conditions for r in c.get("reasons") or []]
-        return "PreemptionDelayNotElapsed" in reasons
+        # the core's PreemptionDelayNotElapsed, filed under WaitingForFairShare by the taxonomy
+        reasons = [r for c in conditions for r in c.get("reasons") or []]
+        return any(
+            r.get("reason") == "WaitingForFairShare"
+            and "within its preemption delay window" in (r.get("message") or "")
+            for r in reasons
+        )
 
     eventually(delayed, timeout=20)
     assert all(

@@ -299,9 +299,10 @@ class Scheduler:
             ", ".join(self.actions),
         )
         message = f"node pool {pool.name}: {source} applied"
+        # the condition first, the Event after: whoever sees the Event sees the condition
+        set_shard_condition(self.kube, pool, "ConfigValid", "True", "Applied", message, rfc3339())
         if cm is not None and was_refused:
             self.recorder.event(cm, "Normal", "ConfigApplied", message)
-        set_shard_condition(self.kube, pool, "ConfigValid", "True", "Applied", message, rfc3339())
 
     def _config_refused(self, cm: dict[str, Any], problems: list[str]) -> None:
         text = "; ".join(problems)
@@ -313,7 +314,6 @@ class Scheduler:
         self.config_problem = message
         self.metrics.config_valid.set(0)
         log.warning("scheduler %s", message)
-        self.recorder.event(cm, "Warning", "InvalidConfig", message)
         set_shard_condition(
             self.kube,
             self.options.pool,
@@ -323,6 +323,7 @@ class Scheduler:
             message,
             rfc3339(),
         )
+        self.recorder.event(cm, "Warning", "InvalidConfig", message)
 
     def run_once(self) -> SessionResult | None:
         t0 = time.monotonic()
