@@ -402,3 +402,54 @@ def test_one_scheduler_deployment_per_shard(helm3: str) -> None:
     role = objects[("rbac.authorization.k8s.io/v1", "Role", "kai-scheduler", "kai-scheduler")]
     named = [r for r in role["rules"] if r.get("resourceNames")]
     assert named[0]["resourceNames"] == ["kai-scheduler", "kai-scheduler-pool-a"]
+
+
+@pytest.mark.parametrize("source", ["accounting", "prometheus"])
+def test_time_based_fairshare_usage_source(helm3: str, source: str) -> None:
+    """scheduler.usage.source reaches `kai scheduler --usage-source`; the accounting source may
+    create and update its history ConfigMap (only that one), the others get no such right."""
+    values = [f"scheduler.usage.source={source}"]
+    if source == "prometheus":
+        values.append("scheduler.usage.prometheusUrl=http://prometheus.monitoring:9090")
+    objects = _template(helm3, *values)
+    pod = objects[("apps/v1", "Deployment", "kai-scheduler", "kai-scheduler")]["spec"]
+    parser = _parser("scheduler")
+    assert parser is not None
+    args = parser.parse_args(pod["template"]["spec"]["containers"][0]["args"][1:])
+    assert args.usage_source == source
+    if source == "prometheus":
+        assert args.prometheus_url == "http://prometheus.monitoring:9090"
+    role = objects[("rbac.authorization.k8s.io/v1", "Role", "kai-scheduler", "kai-scheduler")]
+    usage_rules = [r for r in role["rules"] if r.get("resourceNames") == ["kai-queue-usage"]]
+    creates = [
+        r for r in role["rules"] if "configmaps" in r["resources"] and "create" in r["verbs"]
+    ]
+    if source == "accounting":
+        assert usage_rules == [
+            {
+                "apiGroups": [""],
+                "resources": ["configmaps"],
+                "resourceNames": ["kai-queue-usage"],
+                "verbs": ["update"],
+            }
+        ]
+        assert creates
+    else:
+        assert not usage_rules and not creates
+    default = _template(helm3)[("apps/v1", "Deployment", "kai-scheduler", "kai-scheduler")]
+    assert (
+        parser.parse_args(
+            default["spec"]["template"]["spec"]["containers"][0]["args"][1:]
+        ).usage_source
+        == "none"
+    )
+
+
+def test_prometheus_usage_source_needs_a_url(helm3: str) -> None:
+    out = subprocess.run(
+        [helm3, "template", "k", str(CHART), "--set", "scheduler.usage.source=prometheus"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert out.returncode != 0 and "prometheusUrl is required" in out.stderr
