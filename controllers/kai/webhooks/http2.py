@@ -89,6 +89,7 @@ class _Connection:
         self.wake_r, self.wake_w = socket.socketpair()
         self.wake_r.setblocking(False)
         self.going_away = False
+        self.wake_pending = False  # a wake-up byte is on its way to the connection thread
         self.last_stream = 0  # the last stream answered after a GOAWAY
 
     # -- the loop ----------------------------------------------------------------------------
@@ -230,10 +231,13 @@ class _Connection:
             log.exception("answering an HTTP/2 request failed")
             code, data, ctype = 500, f"{type(exc).__name__}: {exc}\n".encode(), "text/plain"
         self.answers.put((stream_id, code, data, ctype))
-        with contextlib.suppress(OSError):
-            self.wake_w.send(b"\0")
+        if not self.wake_pending:  # one wake-up byte per batch of answers, not per answer
+            self.wake_pending = True
+            with contextlib.suppress(OSError):
+                self.wake_w.send(b"\0")
 
     def _send_answers(self) -> None:
+        self.wake_pending = False  # before draining: an answer queued after this wakes us again
         while True:
             try:
                 stream_id, code, data, ctype = self.answers.get_nowait()
@@ -253,8 +257,12 @@ class _Connection:
             self.h2.send_headers(stream_id, headers)
         except (StreamClosedError, ProtocolError):  # the client gave up on it (timeout, reset)
             return
-        self.waiting[stream_id] = memoryview(body)
-        self._send_waiting()
+        try:
+            rest = self._send_body(stream_id, memoryview(body))
+        except (StreamClosedError, ProtocolError):
+            return
+        if rest is not None:  # the rest waits for the client's WINDOW_UPDATE
+            self.waiting[stream_id] = rest
 
     def _send_waiting(self) -> None:
         """Send as much of every held-back response as the flow-control windows allow."""
@@ -267,7 +275,6 @@ class _Connection:
                 del self.waiting[stream_id]
             else:
                 self.waiting[stream_id] = rest
-        self._flush()
 
     def _send_body(self, stream_id: int, view: memoryview) -> memoryview | None:
         """Frames of ``view`` while the window lasts: None when all is sent, else the rest."""
