@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from kai.kube.client import Kube
@@ -43,3 +44,35 @@ class Cluster:
 
 def make_nodes(cluster: Cluster, count: int, gpus: int = 8) -> list[str]:
     return create_nodes(cluster.kube, count, NodeShape(gpus=gpus))
+
+
+def both_servers(
+    request: Any, tmp_path: Path, cleanup: Callable[[Kube], None] | None = None
+) -> Iterator[tuple[str, Kube]]:
+    """The body of an ``api`` fixture parametrized ``["embedded", "real"]``: (kubeconfig,
+    bootstrapped client) of a fresh embedded API server, or of this worker's real one (the
+    ``real_cluster`` fixture, which skips without a real control plane). ``cleanup`` runs on the
+    real one afterwards, to leave the session's cluster as it was."""
+    from kai.sim.system import bootstrap
+
+    if request.param == "embedded":
+        server = ApiServer(bookmark_interval=0.2).start()
+        kubeconfig = str(server.write_kubeconfig(tmp_path / "kubeconfig"))
+        kube = Kube.from_kubeconfig(kubeconfig)
+        bootstrap(kube)
+        try:
+            yield kubeconfig, kube
+        finally:
+            kube.close()
+            server.stop()
+        return
+    cluster = request.getfixturevalue("real_cluster")
+    kubeconfig = str(cluster.kubeconfig)
+    kube = Kube.from_kubeconfig(kubeconfig)
+    bootstrap(kube)
+    try:
+        yield kubeconfig, kube
+    finally:
+        if cleanup is not None:
+            cleanup(kube)
+        kube.close()

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from e2e_helpers import Cluster, make_nodes, queue
+from e2e_helpers import Cluster, both_servers, make_nodes, queue
 from live_helpers import eventually
 
 sys.path.insert(0, str(Path(__file__).parents[1] / "unit" / "insight"))
@@ -27,7 +27,6 @@ from kai.kube.events import EventRecorder
 from kai.kube.resources import NAMESPACES, NODES, PODGROUPS, PODS, QUEUES, TOPOLOGIES
 from kai.reconcilers.cluster_snapshot import load
 from kai.reconcilers.scheduler import Scheduler, SchedulerOptions, make_informers
-from kai.sim.system import bootstrap
 from kai.sim.workloads import ensure_namespace, pod_manifest, submit_job
 
 SITUATIONS = situations()
@@ -174,36 +173,20 @@ def test_snapshot_round_trip_equals_the_next_live_cycle(cluster: Cluster, tmp_pa
     assert {j["reason"] for j in live_doc["pending"]} >= {"QueueDoesNotExist", "NoNodeFits"}
 
 
+def _leave_as_it_was(kube: Kube) -> None:
+    """Leave the session's real cluster as it was."""
+    with contextlib.suppress(ApiError):
+        kube.delete(NAMESPACES, NS)
+    for res in (NODES, QUEUES):
+        for obj in kube.list(res).get("items") or []:
+            if res is QUEUES or obj["metadata"]["name"] in ("n0", "n1"):
+                kube.delete(res, obj["metadata"]["name"])
+
+
 @pytest.fixture(params=["embedded", "real"])
 def api(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[tuple[str, Kube]]:
     """(kubeconfig, client) of a fresh embedded API server, or of this worker's real one."""
-    if request.param == "embedded":
-        from kube_emulator import ApiServer
-
-        server = ApiServer(bookmark_interval=0.2).start()
-        kubeconfig = str(server.write_kubeconfig(tmp_path / "kubeconfig"))
-        kube = Kube.from_kubeconfig(kubeconfig)
-        bootstrap(kube)
-        try:
-            yield kubeconfig, kube
-        finally:
-            kube.close()
-            server.stop()
-        return
-    cluster = request.getfixturevalue("real_cluster")
-    kubeconfig = str(cluster.kubeconfig)
-    kube = Kube.from_kubeconfig(kubeconfig)
-    bootstrap(kube)
-    try:
-        yield kubeconfig, kube
-    finally:  # leave the session's real cluster as it was
-        with contextlib.suppress(ApiError):
-            kube.delete(NAMESPACES, NS)
-        for res in (NODES, QUEUES):
-            for obj in kube.list(res).get("items") or []:
-                if res is QUEUES or obj["metadata"]["name"] in ("n0", "n1"):
-                    kube.delete(res, obj["metadata"]["name"])
-        kube.close()
+    yield from both_servers(request, tmp_path, cleanup=_leave_as_it_was)
 
 
 def test_explain_and_wide_queues_on_both_servers(

@@ -24,6 +24,7 @@ from typing import Any
 
 import pytest
 import yaml
+from e2e_helpers import both_servers
 
 from helpers.polling import eventually
 from kai.kube.client import ApiError, Kube
@@ -31,7 +32,7 @@ from kai.kube.events import EventRecorder
 from kai.kube.resources import CONFIGMAPS, EVENTS, NAMESPACES, PODS, QUEUES, TOPOLOGIES
 from kai.kube.writes import create_if_absent
 from kai.reconcilers.gitops_controller import DOCUMENTS, ControllerOptions, start_controller
-from kai.sim.system import System, SystemOptions, bootstrap
+from kai.sim.system import System, SystemOptions
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = ROOT / "examples" / "gitops"
@@ -42,28 +43,7 @@ SOURCE = "gitops.kai.scheduler/source"
 @pytest.fixture(params=["embedded", "real"])
 def api(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[tuple[str, Kube]]:
     """(kubeconfig, client) of a fresh embedded API server, or of this worker's real one."""
-    if request.param == "embedded":
-        from kube_emulator import ApiServer
-
-        server = ApiServer(bookmark_interval=0.2).start()
-        kubeconfig = str(server.write_kubeconfig(tmp_path / "kubeconfig"))
-        kube = Kube.from_kubeconfig(kubeconfig)
-        bootstrap(kube)
-        try:
-            yield kubeconfig, kube
-        finally:
-            kube.close()
-            server.stop()
-        return
-    cluster = request.getfixturevalue("real_cluster")
-    kubeconfig = str(cluster.kubeconfig)
-    kube = Kube.from_kubeconfig(kubeconfig)
-    bootstrap(kube)
-    try:
-        yield kubeconfig, kube
-    finally:
-        _clean(kube)
-        kube.close()
+    yield from both_servers(request, tmp_path, cleanup=_clean)
 
 
 def _clean(kube: Kube) -> None:

@@ -25,6 +25,7 @@ from typing import Any
 
 import pytest
 import yaml
+from e2e_helpers import both_servers
 
 from helpers.polling import eventually
 from kai.kube.client import ApiError, Kube
@@ -41,7 +42,7 @@ from kai.kube.resources import (
     SCHEDULING_SHARDS,
 )
 from kai.kube.writes import create_if_absent
-from kai.sim.system import System, SystemOptions, bootstrap
+from kai.sim.system import System, SystemOptions
 from kai.sim.workloads import pod_manifest
 
 NODE_POOL = "kai.scheduler/node-pool"
@@ -51,27 +52,7 @@ NOT_READY = "node.kubernetes.io/not-ready"
 @pytest.fixture(params=["embedded", "real"])
 def api(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[tuple[str, Kube]]:
     """(kubeconfig, client) of a fresh embedded API server, or of this worker's real one."""
-    if request.param == "embedded":
-        from kube_emulator import ApiServer
-
-        server = ApiServer(bookmark_interval=0.2).start()
-        kubeconfig = str(server.write_kubeconfig(tmp_path / "kubeconfig"))
-        kube = Kube.from_kubeconfig(kubeconfig)
-        bootstrap(kube)
-        try:
-            yield kubeconfig, kube
-        finally:
-            kube.close()
-            server.stop()
-        return
-    cluster = request.getfixturevalue("real_cluster")
-    kubeconfig = str(cluster.kubeconfig)
-    kube = Kube.from_kubeconfig(kubeconfig)
-    bootstrap(kube)
-    try:
-        yield kubeconfig, kube
-    finally:
-        kube.close()
+    yield from both_servers(request, tmp_path)
 
 
 class Made:
