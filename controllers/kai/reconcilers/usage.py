@@ -20,6 +20,7 @@ plain fair share and says so (a Queue condition and ``kai_usage_stale``); it nev
 
 from __future__ import annotations
 
+import abc
 import json
 import logging
 import math
@@ -160,8 +161,8 @@ class UsageReading:
     reason: str = ""
 
 
-class UsageSource:
-    """The interface the scheduler reads; sources override :meth:`reading`."""
+class UsageSource(abc.ABC):
+    """The interface the scheduler reads; each source implements :meth:`reading`."""
 
     name = "none"
 
@@ -172,8 +173,9 @@ class UsageSource:
         """New settings from the scheduler ConfigMap (applied from the next fetch on)."""
         self.params = params
 
+    @abc.abstractmethod
     def reading(self, now: float | None = None) -> UsageReading:
-        raise NotImplementedError
+        """The usage a cycle starting at ``now`` divides by (cached, never a network wait)."""
 
     def record(
         self,
