@@ -158,11 +158,7 @@ class StatusWriter:
             # time-based fairshare state (when a usage source is configured)
             conditions = orphan_conditions(queue, orphans.get(name), now) or []
             if condition is not None:
-                conditions += [
-                    c
-                    for c in _with_condition(queue, condition)
-                    if c.get("type") == condition["type"]
-                ]
+                conditions.append(_transitioned(queue, condition))
             status["conditions"] = conditions or None
             if share is not None:
                 status.update(
@@ -217,16 +213,16 @@ class StatusWriter:
             log.info("cannot write %s %s status: %s", res.kind, obj["metadata"]["name"], exc)
 
 
-def _with_condition(queue: dict[str, Any], condition: dict[str, Any]) -> list[dict[str, Any]]:
-    """The queue's conditions with ``condition`` set (its transition time kept while the
-    status stays the same)."""
+def _transitioned(queue: dict[str, Any], condition: dict[str, Any]) -> dict[str, Any]:
+    """``condition`` with its transition time: kept from the queue's current condition of that
+    type while the status stays the same, else now."""
     from kai.reconcilers.scheduler import rfc3339
 
-    existing = list((queue.get("status") or {}).get("conditions") or [])
+    existing = (queue.get("status") or {}).get("conditions") or []
     old = next((c for c in existing if c.get("type") == condition["type"]), None)
     new = dict(condition)
     if old is not None and old.get("status") == new["status"]:
         new["lastTransitionTime"] = old.get("lastTransitionTime") or rfc3339()
     else:
         new["lastTransitionTime"] = rfc3339()
-    return [c for c in existing if c.get("type") != condition["type"]] + [new]
+    return new
