@@ -177,7 +177,7 @@ class UsageSource(abc.ABC):
     def reading(self, now: float | None = None) -> UsageReading:
         """The usage a cycle starting at ``now`` divides by (cached, never a network wait)."""
 
-    def record(
+    def record(  # noqa: B027  a hook: only the accounting source keeps what it is given
         self,
         now: float,
         allocated: Mapping[str, Mapping[str, float]],
