@@ -174,6 +174,15 @@ class PodValidator:
         self.scheduler_name = scheduler_name
 
     def __call__(self, req: Request) -> Verdict:
+        return self._decide(req, live=True)  # type: ignore[return-value]
+
+    def from_cache(self, req: Request) -> Verdict | None:
+        """The verdict from the caches alone, or None when the pod would be refused for its
+        queue: the cache may lag a queue created a moment ago, and only a live read may
+        refuse (the server then calls this validator in full, on a pool worker)."""
+        return self._decide(req, live=False)
+
+    def _decide(self, req: Request, *, live: bool) -> Verdict | None:
         pod = req.object
         if pod is None or not _scheduler_pod(pod, self.scheduler_name):
             return Verdict()
@@ -187,9 +196,12 @@ class PodValidator:
             return Verdict()
         namespace = req.namespace or (pod.get("metadata") or {}).get("namespace") or ""
         problem = self._queue_problem(queue, namespace, fresh=False)
-        if problem is not None:
-            # the cache may lag a queue created a moment ago: ask the API server before refusing
-            problem = self._queue_problem(queue, namespace, fresh=True)
+        if problem is None:
+            return Verdict()
+        if not live:
+            return None
+        # the cache may lag a queue created a moment ago: ask the API server before refusing
+        problem = self._queue_problem(queue, namespace, fresh=True)
         if problem is not None:
             return Verdict.deny(f"pod {namespace}/{_name(pod)}: label {QUEUE_LABEL}: {problem}")
         return Verdict()
