@@ -130,6 +130,22 @@ def test_a_queue_the_cache_does_not_know_yet_is_read_fresh_before_refusing() -> 
     assert cluster.fresh_reads == 1
 
 
+def test_the_cache_only_verdict_never_refuses_for_a_queue_and_never_reads_live() -> None:
+    cluster = _cluster()
+    validator = PodValidator(cluster)
+    # what the caches decide alone, the inline path answers
+    assert validator.from_cache(request(pod(labels={"kai.scheduler/queue": "nlp"}))) is not None
+    gpu = validator.from_cache(request(pod(annotations={"gpu-fraction": "0.5"}, gpus=1)))
+    assert gpu is not None and not gpu.allowed
+    # a refusal for the queue needs the live read: left to the full validator
+    cluster.cache_lags = True
+    assert validator.from_cache(request(pod(labels={"kai.scheduler/queue": "nlp"}))) is None
+    assert validator.from_cache(request(pod(labels={"kai.scheduler/queue": "nope"}))) is None
+    assert cluster.fresh_reads == 0
+    assert not validator(request(pod(labels={"kai.scheduler/queue": "nope"}))).allowed
+    assert cluster.fresh_reads == 1
+
+
 def test_the_binder_writes_the_configmaps_the_mutated_pod_reads() -> None:
     # the webhook names the ConfigMaps in the pod's env; the binder writes them at bind time:
     # both must agree for regular and init containers, or the container never starts
