@@ -76,10 +76,17 @@ class WebhookMetrics:
             "When the serving certificate expires (Unix time)",
         )
 
+        # (webhook, verdict) -> its two series, looked up once (hundreds of calls a second)
+        self._series: dict[tuple[str, str], tuple[Any, Any]] = {}
+
     def observe(self, webhook: str, verdict: str, millis: float) -> None:
-        labels = {"webhook": webhook, "verdict": verdict}
-        self.requests.inc(labels=labels)
-        self.latency.observe(millis, labels=labels)
+        series = self._series.get((webhook, verdict))
+        if series is None:
+            labels = {"webhook": webhook, "verdict": verdict}
+            series = self.requests.series(labels), self.latency.series(labels)
+            self._series[(webhook, verdict)] = series
+        series[0].inc()
+        series[1].observe(millis)
 
 
 def _context(cert: bytes, key: bytes) -> ssl.SSLContext:
