@@ -40,6 +40,23 @@ def test_mutation_is_idempotent_and_a_reinvocation_changes_nothing() -> None:
     assert verdict.allowed and verdict.patch is None
 
 
+def test_mutation_leaves_the_reviewed_pod_alone() -> None:
+    """The mutation copies only what it changes; the pod it was given is never touched (the
+    JSON patch is computed against it), nested env entries, volumes and init containers
+    included."""
+    env = [{"name": "NVIDIA_VISIBLE_DEVICES", "value": "all"}, {"name": "A", "value": "1"}]
+    original = pod(annotations={"gpu-fraction": "0.5"}, labels={})
+    original["spec"]["containers"][0]["env"] = env
+    original["spec"]["containers"][0]["envFrom"] = [{"configMapRef": {"name": "x"}}]
+    original["spec"]["initContainers"] = [{"name": "init", "image": "busybox"}]
+    original["spec"]["volumes"] = [{"name": "data", "emptyDir": {}}]
+    before = copy.deepcopy(original)
+    once = PodMutator(_cluster(), gpu_runtime_class="nvidia").mutate(original, "team-nlp")
+    assert original == before
+    assert once != before
+    assert apply_patch(copy.deepcopy(original), json_patch(original, once)) == once
+
+
 def test_reinvocation_after_another_webhook_reordered_env_keeps_one_of_each() -> None:
     mutator = PodMutator(_cluster())
     once = mutator.mutate(pod(annotations={"gpu-fraction": "0.25"}), "team-nlp")
