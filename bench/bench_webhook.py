@@ -14,7 +14,9 @@ Each round runs three phases at the same rate against the same API server, one a
   conditions, namespace selector, failure policy, timeouts) but pointing at a tiny HTTP/2 server
   of this script that answers every AdmissionReview ``allowed: true`` with a fixed body (only
   the request's uid copied in), on the connection's own thread;
-- ``kai``: ``kai webhook`` as its own process (as in a cluster), same configurations.
+- ``kai``: ``kai webhook`` as its own process (as in a cluster), same configurations;
+- ``base`` (with ``--base-tree DIR``): the ``kai webhook`` of another checkout (e.g. ``main``),
+  to compare a change with what it changes in the same run.
 
 What ``null`` adds to ``none`` is the price of *any* webhook on this API server and machine
 (two more TLS/HTTP/2 calls per pod, encoding AdmissionReviews, applying a patch); what ``kai``
@@ -35,6 +37,7 @@ CPU is printed with the others, since it shares the machine.
                                                                # (up.sh/down.sh in $KAI_REAL_K8S)
     .venv/bin/python bench/bench_webhook.py --kubeconfig FILE  # or uses a running one
     .venv/bin/python bench/bench_webhook.py --rate 500 --seconds 20 --repeat 3
+    .venv/bin/python bench/bench_webhook.py --base-tree ../main --phases null,base,kai
 """
 
 from __future__ import annotations
@@ -330,7 +333,10 @@ def _pod_template(scheduler: str) -> tuple[bytes, bytes]:
                 "namespace": NAMESPACE,
                 "annotations": {"gpu-fraction": "0.5"},
             },
-            "spec": {"schedulerName": scheduler, "containers": [{"name": "main", "image": "busybox"}]},
+            "spec": {
+                "schedulerName": scheduler,
+                "containers": [{"name": "main", "image": "busybox"}],
+            },
         }
     )
     head, tail = body.split(b"@NAME@")
@@ -529,17 +535,29 @@ def main() -> int:
     parser.add_argument("--warmup", type=float, default=3.0, help="seconds before each phase")
     parser.add_argument("--repeat", type=int, default=1, help="rounds (each: none, null, kai)")
     parser.add_argument(
-        "--phases", default=",".join(PHASES), help="which phases, in order (default: all three)"
+        "--phases",
+        help="which phases, in order (default: none,null,kai and base with --base-tree)",
     )
-    parser.add_argument("--null-webhook", nargs=2, metavar=("PORT", "CERT_DIR"), help=argparse.SUPPRESS)
+    parser.add_argument(
+        "--base-tree",
+        metavar="DIR",
+        help="another checkout of kai (e.g. main): its `kai webhook` runs as phase 'base', "
+        "side by side with this tree's in the same run",
+    )
+    parser.add_argument(
+        "--null-webhook", nargs=2, metavar=("PORT", "CERT_DIR"), help=argparse.SUPPRESS
+    )
     args = parser.parse_args()
     if args.null_webhook:
         null_webhook(int(args.null_webhook[0]), args.null_webhook[1])
         return 0
-    phases = [p for p in args.phases.split(",") if p]
-    unknown = set(phases) - set(PHASES)
+    known = (*PHASES, "base") if args.base_tree else PHASES
+    phases = [p for p in (args.phases or ",".join(known)).split(",") if p]
+    unknown = set(phases) - set(known)
     if unknown:
-        parser.error(f"--phases: unknown {sorted(unknown)}; choose from {', '.join(PHASES)}")
+        parser.error(f"--phases: unknown {sorted(unknown)}; choose from {', '.join(known)}")
+    if args.base_tree and not (Path(args.base_tree) / "controllers" / "kai").is_dir():
+        parser.error(f"--base-tree {args.base_tree}: no controllers/kai in it")
 
     sys.path.insert(0, str(ROOT / "controllers"))
     from kai.kube.client import Kube
@@ -555,50 +573,46 @@ def main() -> int:
     try:
         _prepare(kube)
         ca = _certificates(tmp / "certs")
-        kai_port, metrics_port, null_port = free_port(), free_port(), free_port()
         # kai webhook as in a cluster, but registered by this script (like the null one), with
-        # the certificate of --cert-dir: both webhooks get the same configurations
-        procs["kai"] = _spawn(
-            [
-                sys.executable,
-                "-m",
-                "kai.cli",
-                "webhook",
-                "--kubeconfig",
-                str(kubeconfig),
-                "--port",
-                str(kai_port),
-                "--host",
-                "127.0.0.1",
-                "--metrics-port",
-                str(metrics_port),
-                "--cert-dir",
-                str(tmp / "certs"),
-                "--log-level",
-                "WARNING",
-            ],
-            tmp / "kai-webhook.log",
-            env,
-        )
+        # the certificate of --cert-dir: every webhook gets the same configurations
+        trees = {"kai": ROOT}
+        if args.base_tree:
+            trees["base"] = Path(args.base_tree).resolve()
+        ports: dict[str, tuple[int, int]] = {}  # phase -> (HTTPS port, metrics port)
+        for phase, tree in trees.items():
+            ports[phase] = free_port(), free_port()
+            procs[phase] = _spawn(
+                [
+                    *(sys.executable, "-m", "kai.cli", "webhook"),
+                    *("--kubeconfig", str(kubeconfig), "--host", "127.0.0.1"),
+                    *("--port", str(ports[phase][0]), "--metrics-port", str(ports[phase][1])),
+                    *("--cert-dir", str(tmp / "certs"), "--log-level", "WARNING"),
+                ],
+                tmp / f"{phase}-webhook.log",
+                {**env, "PYTHONPATH": str(tree / "controllers")},
+            )
+        ports["null"] = free_port(), 0
         procs["null"] = _spawn(
-            [sys.executable, __file__, "--null-webhook", str(null_port), str(tmp / "certs")],
+            [sys.executable, __file__, "--null-webhook", str(ports["null"][0]), str(tmp / "certs")],
             tmp / "null-webhook.log",
             env,
         )
-        _wait_tls(kai_port, procs["kai"])
-        _wait_tls(null_port, procs["null"])
-        urls = {
-            "none": None,
-            "null": f"https://127.0.0.1:{null_port}",
-            "kai": f"https://127.0.0.1:{kai_port}",
+        for phase, (port, _metrics) in ports.items():
+            _wait_tls(port, procs[phase])
+        urls: dict[str, str | None] = {
+            p: f"https://127.0.0.1:{port}" for p, (port, _) in ports.items()
         }
+        urls["none"] = None
         pids = control_plane_pids(creds.server)
         if "kube-apiserver" not in pids:
             print(f"note: no kube-apiserver process found for {creds.server}: no CPU figures")
         import urllib.request
 
-        def webhook_metrics() -> str:
-            with urllib.request.urlopen(f"http://127.0.0.1:{metrics_port}/metrics") as r:
+        def webhook_metrics(phase: str) -> str:
+            if phase not in trees:
+                return ""
+            url = f"http://127.0.0.1:{ports[phase][1]}/metrics"
+            with urllib.request.urlopen(url) as r:
                 return str(r.read().decode())
 
         print(
@@ -616,11 +630,11 @@ def main() -> int:
                 watched = {**pids, "webhook": procs[phase].pid} if phase != "none" else pids
                 cpu_before = {name: cpu_seconds(pid) for name, pid in watched.items()}
                 api_before = kube.get_text("/metrics")[1]
-                ours_before = webhook_metrics()
+                ours_before = webhook_metrics(phase)
                 result = run_load(creds, args.rate, args.seconds, f"r{round_}{phase}")
                 cpu = {name: cpu_seconds(pid) - cpu_before[name] for name, pid in watched.items()}
                 api_after = kube.get_text("/metrics")[1]
-                ours_after = webhook_metrics()
+                ours_after = webhook_metrics(phase)
                 cpu["load generator"] = result["client_cpu"]
                 result.update(
                     round=round_ + 1,
@@ -645,7 +659,7 @@ def main() -> int:
                         )
                         for hook in ('"pods.mutate"', '"pods.validate"')
                     }
-                    if phase == "kai"
+                    if phase in trees
                     else {},
                 )
                 rows.append(result)
@@ -675,9 +689,7 @@ def main() -> int:
 def _report(rows: list[dict[str, Any]]) -> None:
     print()
     print("Client round trip (from the moment each create was due):")
-    print(
-        "| round | webhook | load avg | sent/s | failed | p50 ms | p90 ms | p99 ms | max ms |"
-    )
+    print("| round | webhook | load avg | sent/s | failed | p50 ms | p90 ms | p99 ms | max ms |")
     print("|---:|---|---:|---:|---:|---:|---:|---:|---:|")
     for r in rows:
         print(
@@ -691,14 +703,14 @@ def _report(rows: list[dict[str, Any]]) -> None:
     print("|---:|---|" + "---:|" * (len(names) + 2))
     for r in rows:
         calls = sum(h.get(float("inf"), 0.0) for h in r["api"].values())
-        cells = [
-            f"{r['cpu'][n] / r['elapsed']:.2f}" if n in r["cpu"] else "-" for n in names
-        ]
+        cells = [f"{r['cpu'][n] / r['elapsed']:.2f}" if n in r["cpu"] else "-" for n in names]
         per_call = (
             f"{1e6 * r['cpu']['webhook'] / calls:.0f}" if calls and "webhook" in r["cpu"] else "-"
         )
         print(
-            f"| {r['round']} | {r['phase']} | " + " | ".join(cells) + f" | {calls:.0f} | {per_call} |"
+            f"| {r['round']} | {r['phase']} | "
+            + " | ".join(cells)
+            + f" | {calls:.0f} | {per_call} |"
         )
     print()
     print("API server's view (apiserver_admission_webhook_admission_duration_seconds):")
