@@ -521,6 +521,151 @@ def run_load(
     }
 
 
+# -- the webhooks alone -------------------------------------------------------------------------
+def _review_body(uid: str) -> bytes:
+    """An AdmissionReview of a pod CREATE as kube-apiserver sends it (defaults filled in, the
+    service-account volume, managedFields), for a fractional-GPU pod of kai."""
+    import orjson
+
+    mount = "/var/run/secrets/kubernetes.io/serviceaccount"
+    pod = {
+        "kind": "Pod",
+        "apiVersion": "v1",
+        "metadata": {
+            "name": "bench-direct",
+            "namespace": NAMESPACE,
+            "uid": "5d7c4c43-7f3a-4b0e-9b59-1c5f1c0b4a11",
+            "creationTimestamp": "2026-12-01T21:00:00Z",
+            "annotations": {"gpu-fraction": "0.5"},
+            "managedFields": [
+                {
+                    "manager": "python",
+                    "operation": "Update",
+                    "apiVersion": "v1",
+                    "fieldsType": "FieldsV1",
+                    "fieldsV1": {"f:metadata": {"f:annotations": {"f:gpu-fraction": {}}}},
+                }
+            ],
+        },
+        "spec": {
+            "volumes": [
+                {
+                    "name": "kube-api-access-abcde",
+                    "projected": {
+                        "sources": [
+                            {"serviceAccountToken": {"expirationSeconds": 3607, "path": "token"}},
+                            {"configMap": {"name": "kube-root-ca.crt"}},
+                        ],
+                        "defaultMode": 420,
+                    },
+                }
+            ],
+            "containers": [
+                {
+                    "name": "main",
+                    "image": "busybox",
+                    "resources": {},
+                    "volumeMounts": [
+                        {"name": "kube-api-access-abcde", "readOnly": True, "mountPath": mount}
+                    ],
+                    "terminationMessagePath": "/dev/termination-log",
+                    "imagePullPolicy": "Always",
+                }
+            ],
+            "restartPolicy": "Always",
+            "dnsPolicy": "ClusterFirst",
+            "serviceAccountName": "default",
+            "schedulerName": "kai-scheduler",
+            "priority": 0,
+        },
+        "status": {"phase": "Pending", "qosClass": "BestEffort"},
+    }
+    kind = {"group": "", "version": "v1", "kind": "Pod"}
+    resource = {"group": "", "version": "v1", "resource": "pods"}
+    return orjson.dumps(
+        {
+            "kind": "AdmissionReview",
+            "apiVersion": "admission.k8s.io/v1",
+            "request": {
+                "uid": uid,
+                "kind": kind,
+                "resource": resource,
+                "requestKind": kind,
+                "requestResource": resource,
+                "name": "bench-direct",
+                "namespace": NAMESPACE,
+                "operation": "CREATE",
+                "userInfo": {"username": "admin", "groups": ["system:masters"]},
+                "object": pod,
+                "oldObject": None,
+                "dryRun": True,
+                "options": {"kind": "CreateOptions", "apiVersion": "meta.k8s.io/v1"},
+            },
+        }
+    )
+
+
+def drive_direct(port: int, pid: int, calls: int, concurrency: int = 32) -> dict[str, float]:
+    """``calls`` pod AdmissionReviews (mutate and validate in turn) sent straight to a webhook
+    over one HTTP/2 connection, ``concurrency`` in flight: the webhook process's CPU per call
+    and its rate, without the API server."""
+    from h2.config import H2Configuration
+    from h2.connection import H2Connection
+    from h2.events import DataReceived, ResponseReceived, StreamEnded
+
+    ctx = ssl.create_default_context()
+    ctx.check_hostname = False
+    ctx.verify_mode = ssl.CERT_NONE
+    ctx.set_alpn_protocols(["h2"])
+    conn = ctx.wrap_socket(socket.create_connection(("127.0.0.1", port)))
+    h2 = H2Connection(H2Configuration(client_side=True, header_encoding=None))
+    h2.initiate_connection()
+    h2.increment_flow_control_window(1 << 30)
+    conn.sendall(h2.data_to_send())
+    bodies = [_review_body(f"{i:08d}-0000-4000-8000-000000000000") for i in range(calls)]
+    paths = (b"/mutate/pods?timeout=3s", b"/validate/pods?timeout=3s")
+    sent = done = failed = 0
+    open_streams: set[int] = set()
+    cpu0, wall0 = cpu_seconds(pid), time.monotonic()
+    while done < calls:
+        while (
+            sent < calls
+            and len(open_streams) < concurrency
+            and h2.outbound_flow_control_window > len(bodies[sent])
+        ):
+            sid = h2.get_next_available_stream_id()
+            h2.send_headers(
+                sid,
+                [
+                    (b":method", b"POST"),
+                    (b":scheme", b"https"),
+                    (b":authority", f"127.0.0.1:{port}".encode()),
+                    (b":path", paths[sent % 2]),
+                    (b"content-type", b"application/json"),
+                ],
+            )
+            h2.send_data(sid, bodies[sent], end_stream=True)
+            open_streams.add(sid)
+            sent += 1
+        conn.sendall(h2.data_to_send())
+        data = conn.recv(262144)
+        if not data:
+            raise SystemExit(f"the webhook on port {port} closed the connection")
+        for event in h2.receive_data(data):
+            if isinstance(event, ResponseReceived):
+                failed += dict(event.headers or []).get(b":status") != b"200"
+            elif isinstance(event, DataReceived) and event.flow_controlled_length:
+                h2.acknowledge_received_data(event.flow_controlled_length, event.stream_id)
+            elif isinstance(event, StreamEnded):
+                open_streams.discard(event.stream_id)
+                done += 1
+        conn.sendall(h2.data_to_send())
+    wall = time.monotonic() - wall0
+    cpu = cpu_seconds(pid) - cpu0
+    conn.close()
+    return {"us_per_call": 1e6 * cpu / calls, "rate": calls / wall, "failed": failed}
+
+
 # -- the run -------------------------------------------------------------------------------------
 def _spawn(args: list[str], log: Path, env: dict[str, str]) -> subprocess.Popen[bytes]:
     with open(log, "wb") as out:
@@ -537,6 +682,14 @@ def main() -> int:
     parser.add_argument(
         "--phases",
         help="which phases, in order (default: none,null,kai and base with --base-tree)",
+    )
+    parser.add_argument(
+        "--direct",
+        type=int,
+        default=0,
+        metavar="N",
+        help="first send N AdmissionReviews straight to each webhook (no API server): CPU per "
+        "call; --seconds 0 then skips the API server phases",
     )
     parser.add_argument(
         "--base-tree",
@@ -570,6 +723,7 @@ def main() -> int:
     creds = _Credentials(str(kubeconfig), tmp / "client")
     env = {**os.environ, "PYTHONPATH": str(ROOT / "controllers")}
     procs: dict[str, subprocess.Popen[bytes]] = {}
+    registered = False  # configurations of this run to remove (never another run's)
     try:
         _prepare(kube)
         ca = _certificates(tmp / "certs")
@@ -620,11 +774,32 @@ def main() -> int:
             f"webhook calls each), {args.seconds:g} s per phase, phases {', '.join(phases)}; "
             f"one HTTP/2 connection to the API server"
         )
+        if args.direct:
+            print(
+                f"\nThe webhooks alone ({args.direct} pod calls each, mutate and validate in turn, "
+            )
+            print("32 in flight on one HTTP/2 connection, no API server):")
+            print("| round | webhook | load avg | calls/s | µs CPU / call | failed |")
+            print("|---:|---|---:|---:|---:|---:|")
+            for round_ in range(args.repeat):
+                for phase in [p for p in ("null", "base", "kai") if p in ports]:
+                    drive_direct(ports[phase][0], procs[phase].pid, 300)  # warm up
+                    load = os.getloadavg()[0]
+                    d = drive_direct(ports[phase][0], procs[phase].pid, args.direct)
+                    print(
+                        f"| {round_ + 1} | {phase} | {load:.1f} | {d['rate']:.0f} | "
+                        f"{d['us_per_call']:.0f} | {d['failed']:.0f} |",
+                        flush=True,
+                    )
+            print()
+        if args.seconds <= 0:
+            return 0
         rows: list[dict[str, Any]] = []
         metric = "apiserver_admission_webhook_admission_duration_seconds"
         for round_ in range(args.repeat):
             for phase in phases:
                 _register(kube, urls[phase], ca)
+                registered = True
                 run_load(creds, args.rate, args.warmup, f"w{round_}{phase}")  # warm up
                 load_before = os.getloadavg()[0]
                 watched = {**pids, "webhook": procs[phase].pid} if phase != "none" else pids
@@ -671,8 +846,9 @@ def main() -> int:
         _register(kube, None, ca)
         _report(rows)
     finally:
-        with contextlib.suppress(Exception):
-            _register(kube, None, b"")
+        if registered:
+            with contextlib.suppress(Exception):
+                _register(kube, None, b"")
         for proc in procs.values():
             proc.terminate()
             try:
