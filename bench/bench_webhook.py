@@ -903,14 +903,15 @@ def _report(rows: list[dict[str, Any]]) -> None:
             )
     print()
     print("kai webhook's view (kai_webhook_request_duration_milliseconds, arrival to answer):")
-    print("| round | webhook | calls | <= 1 ms | <= 5 ms | p50 bucket | p99 bucket |")
-    print("|---:|---|---:|---:|---:|---:|---:|")
+    print("| round | webhook | path | calls | <= 1 ms | <= 5 ms | p50 bucket | p99 bucket |")
+    print("|---:|---|---|---:|---:|---:|---:|---:|")
     for r in rows:
         for hook, hist in r["ours"].items():
             print(
-                f"| {r['round']} | {hook.strip(chr(34))} | {hist.get(float('inf'), 0):.0f} | "
-                f"{_bucket_share(hist, 1)} | {_bucket_share(hist, 5)} | "
-                f"{_bucket_quantile(hist, 0.5):g} ms | {_bucket_quantile(hist, 0.99):g} ms |"
+                f"| {r['round']} | {r['phase']} | {hook.strip(chr(34))} | "
+                f"{hist.get(float('inf'), 0):.0f} | {_bucket_share(hist, 1)} | "
+                f"{_bucket_share(hist, 5)} | {_bucket_quantile(hist, 0.5):g} ms | "
+                f"{_bucket_quantile(hist, 0.99):g} ms |"
             )
     for r in rows:
         for e in r["errors"][:3]:
