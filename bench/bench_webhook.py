@@ -769,11 +769,6 @@ def main() -> int:
             with urllib.request.urlopen(url) as r:
                 return str(r.read().decode())
 
-        print(
-            f"load: {args.rate:g} pod creates/s (dryRun=All, fractional GPU pods for kai: two "
-            f"webhook calls each), {args.seconds:g} s per phase, phases {', '.join(phases)}; "
-            f"one HTTP/2 connection to the API server"
-        )
         if args.direct:
             print(
                 f"\nThe webhooks alone ({args.direct} pod calls each, mutate and validate in turn, "
@@ -794,6 +789,11 @@ def main() -> int:
             print()
         if args.seconds <= 0:
             return 0
+        print(
+            f"load: {args.rate:g} pod creates/s (dryRun=All, fractional GPU pods for kai: two "
+            f"webhook calls each), {args.seconds:g} s per phase, phases {', '.join(phases)}; "
+            f"one HTTP/2 connection to the API server"
+        )
         rows: list[dict[str, Any]] = []
         metric = "apiserver_admission_webhook_admission_duration_seconds"
         for round_ in range(args.repeat):
