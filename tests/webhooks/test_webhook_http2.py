@@ -220,6 +220,29 @@ def test_inline_routes_answer_on_the_connection_thread_and_fall_back_to_the_pool
         server.stop()
 
 
+def test_an_inline_handler_that_fails_is_answered_as_an_internal_error() -> None:
+    def broken(req: Request) -> Verdict | None:
+        raise KeyError("spec")
+
+    ca = certs.new_ca("test-ca", dt.timedelta(hours=1))
+    serving = certs.new_serving(ca, ["127.0.0.1"], dt.timedelta(hours=1))
+    server = AdmissionServer({"/p": ("p", _fast, broken)}, port=0, host="127.0.0.1", workers=2)
+    server.set_certificate(serving.cert, serving.key)
+    server.start()
+    try:
+        client = Client(server.port, ca.cert)
+        sid = client.post("/p", _review("boom"))
+        ok = client.post("/p", _review("after"))  # the connection goes on
+        client.pump(lambda: len(client.ended) == 2)
+        failed = client.answer(sid)["response"]
+        assert failed["allowed"] is False and failed["status"]["code"] == 500
+        assert "internal error in the kai webhook p: KeyError" in failed["status"]["message"]
+        assert client.answer(ok)["response"]["uid"] == "after"
+        client.close()
+    finally:
+        server.stop()
+
+
 def test_a_slow_answer_does_not_hold_up_the_others_on_the_connection() -> None:
     release.clear()
     ca, server = _server()
