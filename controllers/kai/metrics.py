@@ -66,6 +66,11 @@ class _Metric:
             raise ValueError(f"{self.name}: labels {sorted(labels)} != {sorted(self.labels)}")
         return self._metric.labels(**{k: str(v) for k, v in labels.items()})
 
+    def series(self, labels: dict[str, str] | None = None) -> Any:
+        """One series (``prometheus_client``'s child) to update directly: a hot path looks it
+        up once instead of on every update."""
+        return self._child(labels)
+
     def value(self, labels: dict[str, str] | None = None) -> float:
         """The current value of one series (the sum, for a histogram); 0 when absent."""
         wanted = {k: str(v) for k, v in (labels or {}).items()}

@@ -181,6 +181,68 @@ def test_hundreds_of_concurrent_calls_share_one_connection() -> None:
         server.stop()
 
 
+def test_inline_routes_answer_on_the_connection_thread_and_fall_back_to_the_pool() -> None:
+    """A route's inline handler answers from memory on the connection's thread; when it
+    returns None (it would need a live read), the full handler answers on a pool worker."""
+    threads: dict[str, str] = {}
+
+    def inline(req: Request) -> Verdict | None:
+        threads[req.uid] = threading.current_thread().name
+        return None if req.uid.startswith("live") else Verdict(warnings=["inline " + req.uid])
+
+    def full(req: Request) -> Verdict:
+        threads[req.uid] = threading.current_thread().name
+        return Verdict(warnings=["pool " + req.uid])
+
+    ca = certs.new_ca("test-ca", dt.timedelta(hours=1))
+    serving = certs.new_serving(ca, ["127.0.0.1"], dt.timedelta(hours=1))
+    server = AdmissionServer({"/p": ("p", full, inline)}, port=0, host="127.0.0.1", workers=2)
+    server.set_certificate(serving.cert, serving.key)
+    server.start()
+    try:
+        client = Client(server.port, ca.cert)
+        quick = [client.post("/p", _review(f"mem{i}")) for i in range(20)]
+        live = client.post("/p", _review("live"))
+        client.pump(lambda: len(client.ended) == 21)
+        assert [client.answer(s)["response"]["warnings"] for s in quick] == [
+            [f"inline mem{i}"] for i in range(20)
+        ]
+        assert client.answer(live)["response"]["warnings"] == ["pool live"]
+        connection_threads = {threads[f"mem{i}"] for i in range(20)}
+        assert len(connection_threads) == 1  # the connection's own worker, for every one
+        assert not connection_threads.pop().startswith("webhook-stream")
+        assert threads["live"].startswith("webhook-stream")
+        client.close()
+        text = server.metrics.registry.exposition()
+        counted = r'^kai_webhook_requests_total\{verdict="warned",webhook="p"\} 21(\.0)?$'
+        assert re.search(counted, text, re.M), text
+    finally:
+        server.stop()
+
+
+def test_an_inline_handler_that_fails_is_answered_as_an_internal_error() -> None:
+    def broken(req: Request) -> Verdict | None:
+        raise KeyError("spec")
+
+    ca = certs.new_ca("test-ca", dt.timedelta(hours=1))
+    serving = certs.new_serving(ca, ["127.0.0.1"], dt.timedelta(hours=1))
+    server = AdmissionServer({"/p": ("p", _fast, broken)}, port=0, host="127.0.0.1", workers=2)
+    server.set_certificate(serving.cert, serving.key)
+    server.start()
+    try:
+        client = Client(server.port, ca.cert)
+        sid = client.post("/p", _review("boom"))
+        ok = client.post("/p", _review("after"))  # the connection goes on
+        client.pump(lambda: len(client.ended) == 2)
+        failed = client.answer(sid)["response"]
+        assert failed["allowed"] is False and failed["status"]["code"] == 500
+        assert "internal error in the kai webhook p: KeyError" in failed["status"]["message"]
+        assert client.answer(ok)["response"]["uid"] == "after"
+        client.close()
+    finally:
+        server.stop()
+
+
 def test_a_slow_answer_does_not_hold_up_the_others_on_the_connection() -> None:
     release.clear()
     ca, server = _server()

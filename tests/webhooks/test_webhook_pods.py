@@ -40,6 +40,23 @@ def test_mutation_is_idempotent_and_a_reinvocation_changes_nothing() -> None:
     assert verdict.allowed and verdict.patch is None
 
 
+def test_mutation_leaves_the_reviewed_pod_alone() -> None:
+    """The mutation copies only what it changes; the pod it was given is never touched (the
+    JSON patch is computed against it), nested env entries, volumes and init containers
+    included."""
+    env = [{"name": "NVIDIA_VISIBLE_DEVICES", "value": "all"}, {"name": "A", "value": "1"}]
+    original = pod(annotations={"gpu-fraction": "0.5"}, labels={})
+    original["spec"]["containers"][0]["env"] = env
+    original["spec"]["containers"][0]["envFrom"] = [{"configMapRef": {"name": "x"}}]
+    original["spec"]["initContainers"] = [{"name": "init", "image": "busybox"}]
+    original["spec"]["volumes"] = [{"name": "data", "emptyDir": {}}]
+    before = copy.deepcopy(original)
+    once = PodMutator(_cluster(), gpu_runtime_class="nvidia").mutate(original, "team-nlp")
+    assert original == before
+    assert once != before
+    assert apply_patch(copy.deepcopy(original), json_patch(original, once)) == once
+
+
 def test_reinvocation_after_another_webhook_reordered_env_keeps_one_of_each() -> None:
     mutator = PodMutator(_cluster())
     once = mutator.mutate(pod(annotations={"gpu-fraction": "0.25"}), "team-nlp")
@@ -127,6 +144,22 @@ def test_a_queue_the_cache_does_not_know_yet_is_read_fresh_before_refusing() -> 
     cluster = _cluster()
     cluster.cache_lags = True
     assert PodValidator(cluster)(request(pod(labels={"kai.scheduler/queue": "nlp"}))).allowed
+    assert cluster.fresh_reads == 1
+
+
+def test_the_cache_only_verdict_never_refuses_for_a_queue_and_never_reads_live() -> None:
+    cluster = _cluster()
+    validator = PodValidator(cluster)
+    # what the caches decide alone, the inline path answers
+    assert validator.from_cache(request(pod(labels={"kai.scheduler/queue": "nlp"}))) is not None
+    gpu = validator.from_cache(request(pod(annotations={"gpu-fraction": "0.5"}, gpus=1)))
+    assert gpu is not None and not gpu.allowed
+    # a refusal for the queue needs the live read: left to the full validator
+    cluster.cache_lags = True
+    assert validator.from_cache(request(pod(labels={"kai.scheduler/queue": "nlp"}))) is None
+    assert validator.from_cache(request(pod(labels={"kai.scheduler/queue": "nope"}))) is None
+    assert cluster.fresh_reads == 0
+    assert not validator(request(pod(labels={"kai.scheduler/queue": "nope"}))).allowed
     assert cluster.fresh_reads == 1
 
 

@@ -79,3 +79,16 @@ _values = st.recursive(
 )
 def test_json_patch_turns_before_into_after(before: dict, after: dict) -> None:
     assert apply_patch(copy.deepcopy(before), json_patch(before, after)) == after
+
+
+def test_json_patch_appends_to_a_list_that_only_grew() -> None:
+    big = {"name": "kube-api-access", "projected": {"sources": [{"x": "y" * 100}]}}
+    before = {"spec": {"volumes": [big]}}
+    after = {"spec": {"volumes": [big, {"name": "v"}]}}
+    ops = json_patch(before, after)
+    assert ops == [{"op": "add", "path": "/spec/volumes/-", "value": {"name": "v"}}]
+    assert apply_patch(copy.deepcopy(before), ops) == after
+    # anything else than growth at the end: the list is replaced whole
+    assert json_patch({"l": [1, 2]}, {"l": [0, 1, 2]}) == [
+        {"op": "replace", "path": "/l", "value": [0, 1, 2]}
+    ]

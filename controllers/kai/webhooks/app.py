@@ -30,7 +30,7 @@ from kai.webhooks.cluster import ClusterView
 from kai.webhooks.podgroups import PodGroupValidator
 from kai.webhooks.pods import PodMutator, PodValidator
 from kai.webhooks.policies import PolicyValidator
-from kai.webhooks.server import AdmissionServer, Handler, WebhookMetrics
+from kai.webhooks.server import AdmissionServer, Route, WebhookMetrics
 
 log = logging.getLogger("kai.webhook")
 
@@ -71,7 +71,7 @@ class WebhookApp:
         self.opts = opts
         self.metrics = WebhookMetrics()
         self.cluster = ClusterView(kube, watch=watch)
-        routes: dict[str, tuple[str, Handler]] = {
+        routes: dict[str, Route] = {
             "/validate/policies": (
                 registration.PATHS["/validate/policies"],
                 PolicyValidator(self.cluster),
@@ -80,19 +80,18 @@ class WebhookApp:
                 registration.PATHS["/validate/podgroups"],
                 PodGroupValidator(self.cluster),
             ),
-            "/validate/pods": (
-                "pods.validate",
-                PodValidator(self.cluster, scheduler_name=opts.scheduler_name),
-            ),
-            "/mutate/pods": (
-                "pods.mutate",
-                PodMutator(
-                    self.cluster,
-                    scheduler_name=opts.scheduler_name,
-                    gpu_runtime_class=opts.gpu_runtime_class,
-                ),
-            ),
         }
+        # the pod webhooks, called for every pod of kai, answer from the informer caches on
+        # the connection's thread (AdmissionServer.answer_inline); the others read the cluster
+        # live, on the pool
+        pod_validator = PodValidator(self.cluster, scheduler_name=opts.scheduler_name)
+        pod_mutator = PodMutator(
+            self.cluster,
+            scheduler_name=opts.scheduler_name,
+            gpu_runtime_class=opts.gpu_runtime_class,
+        )
+        routes["/validate/pods"] = ("pods.validate", pod_validator, pod_validator.from_cache)
+        routes["/mutate/pods"] = ("pods.mutate", pod_mutator, pod_mutator)
         self.server = AdmissionServer(
             routes, port=opts.port, host=opts.host, workers=opts.workers, metrics=self.metrics
         )

@@ -51,20 +51,39 @@ log = logging.getLogger("kai.webhook")
 MAX_CONCURRENT_STREAMS = 250
 #: per-stream receive window: a whole AdmissionReview of an UPDATE (old and new object) fits
 STREAM_WINDOW = 4 * 1024 * 1024
+#: a stream's window is given back in steps of this (half of the protocol's default window:
+#: a client may open the stream before it has seen our larger INITIAL_WINDOW_SIZE); a body
+#: smaller than this, as every pod's is, never needs a WINDOW_UPDATE
+STREAM_ACK = 32 * 1024
+#: the connection's receive window (every stream's DATA counts against it)
+CONNECTION_WINDOW = 64 * 1024 * 1024
 #: how often the loop wakes without traffic, to notice a rotation, a stop or idleness
 TICK = 1.0
 
 Answer = tuple[int, int, bytes, str]  # stream, status, body, content type
+_STATUS = {200: (b":status", b"200")}
+_CONTENT_TYPE = {"application/json": (b"content-type", b"application/json")}
+#: h2 checks and normalises every header field in both directions; this server reads only
+#: ``:method`` and ``:path`` (and forwards nothing), and sends only the three fields above
+_CONFIG = {
+    "client_side": False,
+    "header_encoding": None,
+    "validate_inbound_headers": False,
+    "normalize_inbound_headers": False,
+    "validate_outbound_headers": False,
+    "normalize_outbound_headers": False,
+}
 
 
 class _Stream:
-    __slots__ = ("body", "method", "path", "too_large")
+    __slots__ = ("body", "method", "path", "too_large", "unacked")
 
     def __init__(self, method: bytes, path: bytes) -> None:
         self.method = method
         self.path = path
         self.body = bytearray()
         self.too_large = False
+        self.unacked = 0  # body bytes not yet given back to the stream's window
 
 
 def serve_http2(server: AdmissionServer, conn: ssl.SSLSocket, ctx: ssl.SSLContext) -> None:
@@ -81,9 +100,10 @@ class _Connection:
         self.ctx = ctx  # the certificate this connection was made with
         self.max_body = MAX_BODY
         self.idle_timeout = IDLE_TIMEOUT
-        self.h2 = H2Connection(H2Configuration(client_side=False, header_encoding=None))
+        self.h2 = H2Connection(H2Configuration(**_CONFIG))  # type: ignore[arg-type]
         self.streams: dict[int, _Stream] = {}
         self.in_flight = 0  # requests handed to the stream pool, not yet answered
+        self.unacked = 0  # DATA bytes not yet given back to the connection's window
         self.answers: queue.SimpleQueue[Answer] = queue.SimpleQueue()
         self.waiting: dict[int, memoryview] = {}  # response bytes held back by flow control
         self.wake_r, self.wake_w = socket.socketpair()
@@ -102,7 +122,7 @@ class _Connection:
             }
         )
         h2.initiate_connection()
-        h2.increment_flow_control_window(64 * 1024 * 1024)  # the connection's receive window
+        h2.increment_flow_control_window(CONNECTION_WINDOW - h2.inbound_flow_control_window)
         self._flush()
         last_active = time.monotonic()
         try:
@@ -188,16 +208,22 @@ class _Connection:
         return True
 
     def _data(self, event: DataReceived) -> None:
-        consumed = event.flow_controlled_length
-        if consumed:
-            # give the bytes back at once (the body is buffered here, not in the window): the
-            # connection's window, and the stream's unless this frame ended it
-            self.h2.increment_flow_control_window(consumed)
-            if event.stream_ended is None:
-                with contextlib.suppress(StreamClosedError, ProtocolError):
-                    self.h2.increment_flow_control_window(consumed, stream_id=event.stream_id)
+        # the body is buffered here, not in the window: the bytes are given back, but in
+        # batches (a WINDOW_UPDATE per half window, not one per DATA frame)
+        consumed = event.flow_controlled_length or 0
+        self.unacked += consumed
+        if self.unacked >= CONNECTION_WINDOW // 2:
+            self.h2.increment_flow_control_window(self.unacked)
+            self.unacked = 0
         stream = self.streams.get(event.stream_id)
-        if stream is None or stream.too_large:
+        if stream is None:
+            return
+        stream.unacked += consumed
+        if stream.unacked >= STREAM_ACK and event.stream_ended is None:
+            with contextlib.suppress(StreamClosedError, ProtocolError):
+                self.h2.increment_flow_control_window(stream.unacked, stream_id=event.stream_id)
+            stream.unacked = 0
+        if stream.too_large:
             return
         stream.body += event.data or b""
         if len(stream.body) > self.max_body:
@@ -214,11 +240,14 @@ class _Connection:
         elif stream.method != b"POST":
             self._respond(stream_id, 405, b"POST AdmissionReview requests only\n", "text/plain")
         else:
+            path, body = stream.path.decode("latin-1"), bytes(stream.body)
+            answered = self.server.answer_inline(path, body)
+            if answered is not None:  # from memory: no pool, no queue, no wake-up
+                self._respond(stream_id, *answered)
+                return
             self.in_flight += 1
             try:
-                self.server.streams.submit(
-                    self._answer, stream_id, stream.path.decode("latin-1"), bytes(stream.body)
-                )
+                self.server.streams.submit(self._answer, stream_id, path, body)
             except RuntimeError:  # the pool is shut down: the server is stopping
                 self.in_flight -= 1
                 self.h2.reset_stream(stream_id, error_code=ErrorCodes.REFUSED_STREAM)
@@ -249,8 +278,8 @@ class _Connection:
 
     def _respond(self, stream_id: int, code: int, body: bytes, ctype: str) -> None:
         headers = [
-            (b":status", str(code).encode()),
-            (b"content-type", ctype.encode()),
+            _STATUS.get(code) or (b":status", str(code).encode()),
+            _CONTENT_TYPE.get(ctype) or (b"content-type", ctype.encode()),
             (b"content-length", str(len(body)).encode()),
         ]
         try:

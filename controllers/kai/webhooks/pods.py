@@ -27,8 +27,6 @@ from __future__ import annotations
 import random
 from typing import Any
 
-import orjson
-
 from kai.api.gpu_request import GpuRequestError, gpu_request_from_pod
 from kai.api.namespace_queues import PROJECT_LABEL, QUEUE_LABEL, resolve_queue
 from kai.webhooks.cluster import ClusterView
@@ -64,6 +62,24 @@ def configmap_prefix(pod: dict[str, Any], index_text: str) -> str:
     base = base[:room].rstrip("-.") or "pod"
     suffix = "".join(_random.choices(_RANDOM_ALPHABET, k=7))
     return f"{base}-{suffix}-shared-gpu"
+
+
+def _writable_copy(pod: dict[str, Any]) -> dict[str, Any]:
+    """A copy of ``pod`` that the mutation may change without touching ``pod``.
+
+    Only what the mutation assigns to is copied: the pod, its metadata and spec, and each
+    container (one level each). Everything below them (``managedFields``, env entries, volume
+    sources...) is shared, which is safe because the mutation only ever *replaces* those values
+    (``_set_env`` and friends build new lists and dicts), never changes them in place; and
+    :func:`json_patch` then skips the shared values at once (an object equals itself).
+    """
+    out = dict(pod)
+    out["metadata"] = dict(pod.get("metadata") or {})
+    spec = out["spec"] = dict(pod.get("spec") or {})
+    for key in ("containers", "initContainers"):
+        if isinstance(spec.get(key), list):
+            spec[key] = [dict(c) if isinstance(c, dict) else c for c in spec[key]]
+    return out
 
 
 def _set_env(container: dict[str, Any], name: str, configmap: str) -> None:
@@ -113,9 +129,8 @@ class PodMutator:
 
     def mutate(self, pod: dict[str, Any], namespace: str) -> dict[str, Any]:
         """The pod as it should be stored (a copy; ``pod`` is left alone)."""
-        out: dict[str, Any] = orjson.loads(orjson.dumps(pod))  # a deep copy, fast
-        md = out.setdefault("metadata", {})
-        spec = out.setdefault("spec", {})
+        out = _writable_copy(pod)
+        md, spec = out["metadata"], out["spec"]
         labels = md.get("labels") or {}
         if not labels.get(QUEUE_LABEL) and not labels.get(PROJECT_LABEL):
             # the pod-grouper's resolver, minus its default queue (left to the pod-grouper)
@@ -174,6 +189,15 @@ class PodValidator:
         self.scheduler_name = scheduler_name
 
     def __call__(self, req: Request) -> Verdict:
+        return self._decide(req, live=True)  # type: ignore[return-value]
+
+    def from_cache(self, req: Request) -> Verdict | None:
+        """The verdict from the caches alone, or None when the pod would be refused for its
+        queue: the cache may lag a queue created a moment ago, and only a live read may
+        refuse (the server then calls this validator in full, on a pool worker)."""
+        return self._decide(req, live=False)
+
+    def _decide(self, req: Request, *, live: bool) -> Verdict | None:
         pod = req.object
         if pod is None or not _scheduler_pod(pod, self.scheduler_name):
             return Verdict()
@@ -187,9 +211,12 @@ class PodValidator:
             return Verdict()
         namespace = req.namespace or (pod.get("metadata") or {}).get("namespace") or ""
         problem = self._queue_problem(queue, namespace, fresh=False)
-        if problem is not None:
-            # the cache may lag a queue created a moment ago: ask the API server before refusing
-            problem = self._queue_problem(queue, namespace, fresh=True)
+        if problem is None:
+            return Verdict()
+        if not live:
+            return None
+        # the cache may lag a queue created a moment ago: ask the API server before refusing
+        problem = self._queue_problem(queue, namespace, fresh=True)
         if problem is not None:
             return Verdict.deny(f"pod {namespace}/{_name(pod)}: label {QUEUE_LABEL}: {problem}")
         return Verdict()

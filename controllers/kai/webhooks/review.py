@@ -141,8 +141,9 @@ def _pointer(path: list[str]) -> str:
 def json_patch(before: Any, after: Any, path: list[str] | None = None) -> list[dict[str, Any]]:
     """RFC 6902 operations turning ``before`` into ``after``.
 
-    Mappings are compared key by key; a changed list or scalar is replaced whole (simple, and
-    exact whatever another webhook did to the list before us). Values are shared with
+    Mappings are compared key by key; a list that only grew at its end gets its new items
+    appended (``/-``); any other changed list or scalar is replaced whole (simple, and exact
+    whatever another webhook did to the list before us). Values are shared with
     ``after``, not copied: serialise the patch before changing ``after``.
     """
     path = path or []
@@ -159,4 +160,13 @@ def json_patch(before: Any, after: Any, path: list[str] | None = None) -> list[d
         return ops
     if before == after:
         return []
+    if (
+        isinstance(before, list)
+        and isinstance(after, list)
+        and len(after) > len(before)
+        and after[: len(before)] == before
+    ):
+        # items appended (a volume, an envFrom): only those, not the whole list again
+        end = _pointer([*path, "-"])
+        return [{"op": "add", "path": end, "value": value} for value in after[len(before) :]]
     return [{"op": "replace", "path": _pointer(path), "value": after}]

@@ -39,6 +39,10 @@ from kai.webhooks.review import Request, ReviewError, Verdict, answer, parse
 log = logging.getLogger("kai.webhook")
 
 Handler = Callable[[Request], Verdict]
+#: A handler's answer from memory alone, cheap enough for the connection's own thread; None
+#: when it needs more (a live read of the cluster): then the full handler runs on the pool.
+InlineHandler = Callable[[Request], Verdict | None]
+Route = tuple[str, Handler] | tuple[str, Handler, InlineHandler]
 MAX_BODY = 8 * 1024 * 1024  # the API server sends at most ~3 MiB objects (twice for UPDATE)
 IDLE_TIMEOUT = 60.0  # a kept-alive connection with no request for this long is closed
 
@@ -72,10 +76,17 @@ class WebhookMetrics:
             "When the serving certificate expires (Unix time)",
         )
 
+        # (webhook, verdict) -> its two series, looked up once (hundreds of calls a second)
+        self._series: dict[tuple[str, str], tuple[Any, Any]] = {}
+
     def observe(self, webhook: str, verdict: str, millis: float) -> None:
-        labels = {"webhook": webhook, "verdict": verdict}
-        self.requests.inc(labels=labels)
-        self.latency.observe(millis, labels=labels)
+        series = self._series.get((webhook, verdict))
+        if series is None:
+            labels = {"webhook": webhook, "verdict": verdict}
+            series = self.requests.series(labels), self.latency.series(labels)
+            self._series[(webhook, verdict)] = series
+        series[0].inc()
+        series[1].observe(millis)
 
 
 def _context(cert: bytes, key: bytes) -> ssl.SSLContext:
@@ -98,7 +109,7 @@ class AdmissionServer:
 
     def __init__(
         self,
-        routes: dict[str, tuple[str, Handler]],
+        routes: dict[str, Route],
         *,
         port: int = 9443,
         host: str = "0.0.0.0",
@@ -106,7 +117,11 @@ class AdmissionServer:
         stream_workers: int = 16,
         metrics: WebhookMetrics | None = None,
     ) -> None:
-        self.routes = routes  # path -> (webhook name for metrics, handler)
+        # path -> (webhook name for metrics, handler, inline handler or None)
+        self.routes: dict[str, tuple[str, Handler, InlineHandler | None]] = {
+            path: (route[0], route[1], route[2] if len(route) > 2 else None)
+            for path, route in routes.items()
+        }
         self.metrics = metrics or WebhookMetrics()
         self._ctx: ssl.SSLContext | None = None
         # connections (one worker each, for its lifetime) and the requests of HTTP/2 streams
@@ -277,7 +292,7 @@ class AdmissionServer:
         route = self.routes.get(path)
         if route is None:
             return 404, f"no webhook at {path}\n".encode(), "text/plain"
-        webhook, handler = route
+        webhook, handler, _inline = route
         try:
             request = parse(body)
         except ReviewError as exc:
@@ -285,18 +300,55 @@ class AdmissionServer:
             return 400, f"{exc}\n".encode(), "text/plain"
         try:
             verdict = handler(request)
-            outcome = verdict.outcome
         except Exception as exc:
-            # an answer, not a broken connection: the API server shows the message
-            log.exception("%s: internal error on %s", webhook, request.label)
-            verdict = Verdict.deny(
-                f"internal error in the kai webhook {webhook}: {type(exc).__name__}: {exc}",
-                code=500,
-            )
-            verdict.reason = "InternalError"
-            outcome = "error"
+            return self._failed(webhook, request, exc, start)
+        return self._finish(webhook, request, verdict, start)
+
+    def answer_inline(self, target: str, body: bytes) -> tuple[int, bytes, str] | None:
+        """The answer of a route's inline handler (from memory, on the caller's thread), or
+        None when the route has none or it needs more: then :meth:`answer` is the way (on a
+        pool worker, so that a live read never holds up the caller's other requests)."""
+        start = time.perf_counter()
+        route = self.routes.get(target.split("?", 1)[0])
+        if route is None or route[2] is None:
+            return None
+        webhook, _handler, inline = route
+        try:
+            request = parse(body)
+        except ReviewError:
+            return None  # answer() says why, and counts it
+        try:
+            verdict = inline(request)  # type: ignore[misc]
+        except Exception as exc:
+            return self._failed(webhook, request, exc, start)
+        if verdict is None:
+            return None
+        return self._finish(webhook, request, verdict, start)
+
+    def _failed(
+        self, webhook: str, request: Request, exc: Exception, start: float
+    ) -> tuple[int, bytes, str]:
+        # an answer, not a broken connection: the API server shows the message
+        log.exception("%s: internal error on %s", webhook, request.label)
+        verdict = Verdict.deny(
+            f"internal error in the kai webhook {webhook}: {type(exc).__name__}: {exc}",
+            code=500,
+        )
+        verdict.reason = "InternalError"
+        return self._finish(webhook, request, verdict, start, outcome="error")
+
+    def _finish(
+        self,
+        webhook: str,
+        request: Request,
+        verdict: Verdict,
+        start: float,
+        outcome: str | None = None,
+    ) -> tuple[int, bytes, str]:
         data = answer(request.uid, verdict)
-        self.metrics.observe(webhook, outcome, (time.perf_counter() - start) * 1000)
+        self.metrics.observe(
+            webhook, outcome or verdict.outcome, (time.perf_counter() - start) * 1000
+        )
         if not verdict.allowed:
             log.info(
                 "%s: denied %s %s: %s", webhook, request.operation, request.label, verdict.message
