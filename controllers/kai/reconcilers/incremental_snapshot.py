@@ -159,14 +159,34 @@ class IncrementalSnapshot:
         self._node_pods: dict[str, set[Key]] = {}
         self._jobs: dict[Key, _JobUnit] = {}
         self._node_objs: dict[str, dict[str, Any]] = {}
-        self._node_specs: dict[str, NodeSpec | SkippedObject] = {}
+        self._node_specs: dict[str, NodeSpec] = {}  # nodes in the snapshot
         self._classes: tuple[dict[str, int], int] | None = None
         self._queues: tuple[list[Any], list[SkippedObject]] = ([], [])
         self._topologies: tuple[list[Any], list[SkippedObject]] = ([], [])
         self._config_seen: tuple[Any, Any] | None = None
+        # the result's parts, kept up to date with the units: a cycle copies them
+        self._out_pods: dict[str, dict[str, Any]] = {}  # task uid -> pod
+        self._out_brs: dict[str, dict[str, Any]] = {}  # task uid -> its BindRequest
+        self._out_waiting: dict[Key, _PodEntry] = {}  # pods waiting for the pod-grouper
+        self._out_stale: dict[Key, dict[str, Any]] = {}  # pod key -> its stale BindRequest
+        self._out_problems: dict[tuple[str, Key], SkippedObject] = {}
+        self._out_jobs: dict[Key, JobSpec] = {}
+        self._out_podgroups: dict[str, dict[str, Any]] = {}  # job uid -> PodGroup
+        self._out_groups: dict[Key, tuple[tuple[str, tuple[str, ...]], ...]] = {}
+        # the snapshot's sorted lists, and where each job / node is in them (None: to sort)
+        self._job_list: list[JobSpec] | None = None
+        self._job_at: dict[Key, int] = {}
+        self._node_list: list[NodeSpec] | None = None
+        self._node_at: dict[str, int] = {}
         self.builds = 0
-        for kind in KINDS:  # everything is new to us
-            self._dirty[kind] = set(sources[kind].keys()) if kind in sources else set()
+        self.resync()
+
+    def resync(self) -> None:
+        """Look at every object of the sources again (at the start: everything is new)."""
+        for kind in KINDS:
+            keys = set(self._keys(kind))
+            with self._lock:
+                self._dirty[kind] |= keys
 
     # -- deltas ----------------------------------------------------------------------------
     def changed(self, kind: str, obj: Mapping[str, Any]) -> None:
@@ -202,6 +222,13 @@ class IncrementalSnapshot:
             unit = self._jobs.get(key)
             if unit is not None:
                 self._assemble(key, unit, node_names)
+            self._publish_job(key, unit)
+        for pod_key in work.pods:  # a pod's BindRequest that no live pod of ours took
+            self._out_stale.pop(pod_key, None)
+            winner = self._winner(pod_key)
+            entry = self._pods.get(pod_key)
+            if winner is not None and (entry is None or entry.br != winner):
+                self._out_stale[pod_key] = self._brs[winner][1]
         self.builds += 1
         return self._result(now)
 
@@ -226,7 +253,7 @@ class IncrementalSnapshot:
         config_seen = (b.config, b.sharing_modes)
         if self._config_seen is None or config_seen != self._config_seen:
             self._config_seen = config_seen
-            work.nodes |= set(self._node_specs)
+            work.nodes |= set(self._node_objs)
 
     def _apply_podgroups(self, keys: Iterable[Key], work: _Work) -> None:
         """A PodGroup's state decides what its pods are: a change of state re-derives them."""
@@ -241,6 +268,11 @@ class IncrementalSnapshot:
             else:
                 self._jobs[key] = unit
             work.jobs.add(key)
+            problem = unit.problem if unit is not None else None
+            if problem is None:
+                self._out_problems.pop(("podgroups", key), None)
+            else:
+                self._out_problems[("podgroups", key)] = problem
             if (old.state if old else MISSING) != (unit.state if unit else MISSING):
                 work.pods |= self._group_pods.get(key, set())
 
@@ -286,15 +318,15 @@ class IncrementalSnapshot:
         """Node specs net of the pods on them; the names of the nodes in the snapshot."""
         live = self._live_groups(work.nodes)
         for name in work.nodes:
-            was = isinstance(self._node_specs.get(name), NodeSpec)
+            was = name in self._node_specs
             self._node_unit(name, live)
-            if was != isinstance(self._node_specs.get(name), NodeSpec):
+            if was != (name in self._node_specs):
                 # tasks on a node that came or went: their jobs change
                 for pod_key in self._node_pods.get(name, ()):
                     entry = self._pods[pod_key]
                     if entry.role == TASK and entry.group is not None:
                         work.jobs.add(entry.group)
-        return {n for n, s in self._node_specs.items() if isinstance(s, NodeSpec)}
+        return set(self._node_specs)
 
     def _all(self, kind: str) -> list[dict[str, Any]]:
         return [o for k in self._keys(kind) if (o := self._get(kind, k)) is not None]
@@ -466,6 +498,16 @@ class IncrementalSnapshot:
         return max(candidates, key=lambda k: self._brs[k][0])
 
     def _index(self, key: Key, e: _PodEntry, work: _Work) -> None:
+        if e.role in (TASK, PLACED_UNGROUPED):
+            assert isinstance(e.info, PodInfo)
+            self._out_pods[e.info.uid] = e.obj
+            if e.br is not None:
+                self._out_brs[e.info.uid] = self._brs[e.br][1]
+        elif e.role == WAITING:
+            self._out_waiting[key] = e
+        elif e.role == PROBLEM:
+            assert e.problem is not None
+            self._out_problems[("pods", key)] = e.problem
         if e.group is not None:
             self._group_pods.setdefault(e.group, set()).add(key)
             work.jobs.add(e.group)
@@ -474,6 +516,12 @@ class IncrementalSnapshot:
             work.nodes.add(e.node)
 
     def _unindex(self, key: Key, e: _PodEntry, work: _Work) -> None:
+        if e.role in (TASK, PLACED_UNGROUPED):
+            assert isinstance(e.info, PodInfo)
+            self._out_pods.pop(e.info.uid, None)
+            self._out_brs.pop(e.info.uid, None)
+        self._out_waiting.pop(key, None)
+        self._out_problems.pop(("pods", key), None)
         if e.group is not None:
             members = self._group_pods.get(e.group)
             if members is not None:
@@ -504,9 +552,13 @@ class IncrementalSnapshot:
     def _node_unit(self, name: str, live: set[tuple[str, str]]) -> None:
         b = self.builder
         node = self._get("nodes", ("", name))
+        self._out_problems.pop(("nodes", ("", name)), None)
+        was = name in self._node_specs
         if node is None or (b.pool.shard is not None and not b.pool.holds(_labels(node))):
             self._node_specs.pop(name, None)
             self._node_objs.pop(name, None)
+            if was:
+                self._node_list = None
             return
         self._node_objs[name] = node
         entries = sorted((self._pods[k] for k in self._node_pods.get(name, ())), key=_seq)
@@ -531,75 +583,75 @@ class IncrementalSnapshot:
                     requests.pop(GPU_RESOURCE, None)
                 _add(acc, requests)
         try:
-            spec = b._node_spec(node, acc or None)
+            spec = b._node_spec(node, acc or None)  # its own copy: set its modes below
         except ObjectError as exc:
-            self._node_specs[name] = SkippedObject(node, exc.field, exc.message)
+            problem = SkippedObject(node, exc.field, exc.message)
+            self._node_specs.pop(name, None)
+            self._out_problems[("nodes", ("", name))] = problem
+            if was:
+                self._node_list = None
             return
+        if b.sharing_modes:
+            spec.sharing_modes = node_sharing_modes(b.sharing_modes, [spec], b.pool.label_key)[0]
         self._node_specs[name] = spec
+        if not was:
+            self._node_list = None
+        elif self._node_list is not None:
+            self._node_list[self._node_at[name]] = spec
 
     # -- the result ------------------------------------------------------------------------
+    def _publish_job(self, key: Key, unit: _JobUnit | None) -> None:
+        old = self._out_jobs.pop(key, None)
+        if old is not None:
+            self._out_podgroups.pop(old.uid, None)
+        self._out_groups.pop(key, None)
+        job = unit.job if unit is not None else None
+        if job is not None:
+            assert unit is not None and unit.pg is not None
+            self._out_jobs[key] = job
+            if old is not None and self._job_list is not None:
+                self._job_list[self._job_at[key]] = job
+            self._out_podgroups[job.uid] = unit.pg
+            if unit.groups:
+                self._out_groups[key] = unit.groups
+        if (old is None) != (job is None):
+            self._job_list = None
+
     def _result(self, now: float | None) -> BuiltSnapshot:
+        """The parts kept up to date, copied: the core and the caller may keep them."""
         b = self.builder
-        built = BuiltSnapshot(snapshot=Snapshot(now=0.0, nodes=[], queues=[], jobs=[]))
-        problems: list[SkippedObject] = []
-        for unit in self._jobs.values():
-            if unit.problem is not None:
-                problems.append(unit.problem)
-            if unit.job is not None:
-                assert unit.pg is not None
-                built.podgroups[unit.job.uid] = unit.pg
-                for node, groups in unit.groups:
-                    built.existing_groups.setdefault(node, set()).update(groups)
-        taken: set[Key] = set()
-        waiting: list[_PodEntry] = []
-        for entry in self._pods.values():
-            role = entry.role
-            if entry.br is not None:
-                taken.add(entry.br)
-            if role == PROBLEM:
-                assert entry.problem is not None
-                problems.append(entry.problem)
-            elif role == WAITING:
-                waiting.append(entry)
-            elif role in (TASK, PLACED_UNGROUPED):
-                info = entry.info
-                assert isinstance(info, PodInfo)
-                built.pods[info.uid] = entry.obj
-                if entry.br is not None:
-                    built.bind_requests[info.uid] = self._brs[entry.br][1]
-        waiting.sort(key=_seq)
-        built.ungrouped = [e.obj for e in waiting]
-        winners = {self._winner(pod_key) for pod_key in self._brs_of_pod}
-        built.stale_bind_requests = [
-            br
-            for key, (_, br) in sorted(self._brs.items(), key=lambda kv: kv[1][0])
-            if key in winners and key not in taken
-        ]
-        nodes = [s for s in self._node_specs.values() if isinstance(s, NodeSpec)]
-        problems.extend(s for s in self._node_specs.values() if isinstance(s, SkippedObject))
-        modes: list[frozenset[str] | None] = (
-            node_sharing_modes(b.sharing_modes, nodes, b.pool.label_key)
-            if b.sharing_modes
-            else [None] * len(nodes)
-        )
-        for i, (spec, allowed) in enumerate(zip(nodes, modes, strict=True)):
-            if spec.sharing_modes != allowed:
-                spec = _shallow_copy(spec)
-                spec.sharing_modes = allowed
-                self._node_specs[spec.name] = spec
-                nodes[i] = spec
+        if self._job_list is None:
+            order = sorted(self._out_jobs, key=lambda k: self._out_jobs[k].uid)
+            self._job_at = {k: i for i, k in enumerate(order)}
+            self._job_list = [self._out_jobs[k] for k in order]
+        if self._node_list is None:
+            names = sorted(self._node_specs)
+            self._node_at = {n: i for i, n in enumerate(names)}
+            self._node_list = [self._node_specs[n] for n in names]
+        existing: dict[str, set[str]] = {}
+        for groups in self._out_groups.values():
+            for node, gpu_groups in groups:
+                existing.setdefault(node, set()).update(gpu_groups)
         queues, queue_problems = self._queues
         topologies, topology_problems = self._topologies
-        built.snapshot = Snapshot(
+        snapshot = Snapshot(
             now=time.time() if now is None else now,
-            nodes=sorted(nodes, key=lambda n: n.name),
+            nodes=list(self._node_list),
             queues=[_fresh_queue(q) for q in queues],
-            jobs=sorted((u.job for u in self._jobs.values() if u.job is not None), key=_uid),
+            jobs=list(self._job_list),
             topologies=list(topologies),
             config=b.config,
         )
-        built.problems = problems + queue_problems + topology_problems
-        return built
+        return BuiltSnapshot(
+            snapshot=snapshot,
+            problems=[*self._out_problems.values(), *queue_problems, *topology_problems],
+            pods=dict(self._out_pods),
+            podgroups=dict(self._out_podgroups),
+            bind_requests=dict(self._out_brs),
+            stale_bind_requests=list(self._out_stale.values()),
+            ungrouped=[e.obj for e in sorted(self._out_waiting.values(), key=_seq)],
+            existing_groups=existing,
+        )
 
 
 def _seq(entry: _PodEntry) -> int:

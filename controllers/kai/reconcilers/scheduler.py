@@ -53,6 +53,8 @@ from kai.kube.writes import create_if_absent, delete_if_present, patch_if_change
 from kai.metrics import SchedulerMetrics
 from kai.reconcilers.cluster_snapshot import ClusterSnapshot, from_caches
 from kai.reconcilers.cycle_trigger import CycleTrigger, next_due, relevant
+from kai.reconcilers.incremental_snapshot import KINDS as SNAPSHOT_KINDS
+from kai.reconcilers.incremental_snapshot import IncrementalSnapshot
 from kai.reconcilers.shard import NodePool, set_shard_condition
 from kai.reconcilers.snapshot_builder import (
     LAST_EVICTION,
@@ -197,8 +199,15 @@ class Scheduler:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self.trigger = CycleTrigger(self.options.coalesce, self.options.resync)
+        # the snapshot follows the informers' deltas (one owner of the derived state)
+        self.snapshot = IncrementalSnapshot(
+            self.builder,
+            {k: informers[k] for k in SNAPSHOT_KINDS if k in informers.informers},
+            self._in_flight,
+        )
         for kind in informers.informers:
             informers[kind].add_handler(self._on_change(kind))
+        self.snapshot.resync()  # whatever the informers held before the handlers were added
         self.result_listeners: list[Any] = []
         self.usage_reading: Any = None  # the last cycle's kai.reconcilers.usage.UsageReading
         self._usage_version: str | None = None
@@ -222,7 +231,11 @@ class Scheduler:
         name = self.options.scheduler_name
         trigger = self.trigger
 
+        snapshot = self.snapshot if kind in SNAPSHOT_KINDS else None
+
         def handler(etype: str, obj: dict[str, Any], old: dict[str, Any] | None) -> None:
+            if snapshot is not None:
+                snapshot.changed(kind, obj)
             if relevant(kind, etype, obj, old, name):
                 trigger.changed()
 
@@ -309,16 +322,21 @@ class Scheduler:
 
     # -- one cycle -----------------------------------------------------------------------
     def _bind_request_view(self) -> list[dict[str, Any]]:
+        return self.informers["bindrequests"].items() + list(self._in_flight().values())
+
+    def _in_flight(self) -> dict[tuple[str, str], dict[str, Any]]:
+        """BindRequests this scheduler created (or is creating) that the informer does not
+        show yet, by (namespace, name); forgotten once shown or after a while."""
         cached = self.informers["bindrequests"]
-        items = cached.items()
         now = time.monotonic()
+        out = {}
         with self._created_lock:
             for key, (br, created) in list(self._created.items()):
                 if cached.get(key[1], key[0]) is not None or now - created > _OVERLAY_TTL:
                     del self._created[key]
                 else:
-                    items.append(br)
-        return items
+                    out[key] = br
+        return out
 
     def _refresh_config(self) -> None:
         """Take the settings of this scheduler's node pool from the rendered ConfigMap
@@ -390,17 +408,8 @@ class Scheduler:
 
     def run_once(self) -> SessionResult | None:
         t0 = time.monotonic()
-        inf = self.informers
         self._refresh_config()
-        built = self.builder.build(
-            pods=inf["pods"].items(),
-            nodes=inf["nodes"].items(),
-            podgroups=inf["podgroups"].items(),
-            queues=inf["queues"].items(),
-            bind_requests=self._bind_request_view(),
-            topologies=inf["topologies"].items(),
-            priority_classes=inf["priorityclasses"].items(),
-        )
+        built = self.snapshot.build()
         self._apply_usage(built)
         t_open = time.monotonic()
         self._report_problems(built)
