@@ -394,7 +394,7 @@ def test_an_invalid_configmap_is_refused_whole_and_the_last_good_one_kept(
     current["data"] = _configmap(cm, {"scheduler-policy.p.yaml": good})["data"]
     kube.replace(CONFIGMAPS, current)
     eventually(lambda: condition()["status"] == "True", timeout=15)
-    assert _events(kube, "kai-scheduler", cm, "ConfigApplied")
+    eventually(lambda: _events(kube, "kai-scheduler", cm, "ConfigApplied"), timeout=15)
     assert re.search(r"^kai_scheduler_config_valid 1(\.0)?$", metric(), re.M)
     submit("after")
     eventually(lambda: "after" in _bind_requests(kube, ns), timeout=30)

@@ -9,15 +9,17 @@ A cycle runs when
   away. The echo of the scheduler's own work is not relevant: a BindRequest it created, its pod
   getting ``spec.nodeName`` and starting, status writes (PodGroup conditions, Queue status, pod
   ``PodScheduled`` conditions), node heartbeats. The cycle starts ``coalesce`` seconds after the
-  first such change, so a burst of events makes one cycle, and never sooner than ``coalesce``
-  after the previous cycle ended;
+  first such change, so a burst of events makes one cycle; while work keeps arriving, cycles
+  start at most once per ``min_interval`` (the period: never more cycles than before, each of
+  them cheaper);
 - something time-based is due (:func:`next_due`): a stale gang's grace period ends, a pending
   job's preemption delay ends, a running job's minimum runtime protection ends while some job is
   pending, an in-flight BindRequest the informer never showed expires, a failed write is
   retried, or time-based fair share is on (usage decays: then every ``period``);
 - ``resync`` seconds passed without a cycle: a safety net, not a mechanism.
 
-Otherwise the loop sleeps: an idle cluster costs no scheduling CPU.
+Otherwise the loop sleeps: an idle cluster costs no scheduling CPU. See
+docs/design/scheduler-cycle.md.
 """
 
 from __future__ import annotations
@@ -212,15 +214,17 @@ class CycleTrigger:
         self,
         coalesce: float,
         resync: float,
+        min_interval: float = 0.0,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.coalesce = coalesce
         self.resync = resync
+        self.min_interval = min_interval
         self.clock = clock
         self._cond = threading.Condition()
         self._changed_at: float | None = clock()  # the first cycle runs as soon as it can
         self._due: float = math.inf
-        self._last_end = clock()
+        self._last_start = -math.inf
         self._stopped = False
         self.changes = 0  # relevant changes seen (tests, logs)
 
@@ -244,11 +248,10 @@ class CycleTrigger:
             self._cond.notify_all()
 
     def _next_start(self) -> float:
-        start = min(self._due, self._last_end + self.resync)
+        start = min(self._due, self._last_start + self.resync)
         if self._changed_at is not None:
-            start = min(
-                start, max(self._changed_at + self.coalesce, self._last_end + self.coalesce)
-            )
+            new_work = max(self._changed_at + self.coalesce, self._last_start + self.min_interval)
+            start = min(start, new_work)
         return start
 
     def wait(self) -> bool:
@@ -260,10 +263,7 @@ class CycleTrigger:
                 if delay <= 0:
                     self._changed_at = None
                     self._due = math.inf
+                    self._last_start = self.clock()
                     return True
                 self._cond.wait(delay)
             return False
-
-    def cycle_ended(self) -> None:
-        with self._cond:
-            self._last_end = self.clock()

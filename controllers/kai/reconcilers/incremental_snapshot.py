@@ -22,8 +22,7 @@ the object fed before and after the change.** The units are
 Each unit is computed by the same functions as :meth:`SnapshotBuilder.build` (the parse caches
 of the :class:`SnapshotBuilder` given are shared), in the same order, so the result equals a
 from-scratch build of the source's contents (``tests/unit/test_incremental_snapshot.py`` checks
-that after every step of random add/update/delete sequences). See docs/design/incremental-
-snapshot.md.
+that after every step of random add/update/delete sequences). See docs/design/scheduler-cycle.md.
 """
 
 from __future__ import annotations

@@ -123,7 +123,8 @@ def portion_text(value: float) -> str:
 @dataclass
 class SchedulerOptions:
     scheduler_name: str = "kai-scheduler"
-    # time-based work (stale gangs, delays, usage decay, retries) is checked at this pace
+    # at most one cycle per period while new work keeps coming; the pace of retries and of
+    # time-based fair share
     period: float = 1.0
     config: SchedulerConfig | None = None  # fixed config; None = read the ConfigMap
     workers: int = 16  # concurrent API writes per cycle
@@ -198,7 +199,9 @@ class Scheduler:
         self.cycles = 0
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
-        self.trigger = CycleTrigger(self.options.coalesce, self.options.resync)
+        self.trigger = CycleTrigger(
+            self.options.coalesce, self.options.resync, min_interval=self.options.period
+        )
         # the snapshot follows the informers' deltas (one owner of the derived state)
         self.snapshot = IncrementalSnapshot(
             self.builder,
@@ -255,7 +258,6 @@ class Scheduler:
             except Exception:  # one bad cycle must not end scheduling
                 log.exception("scheduling cycle failed")
                 self.retry_later()
-            self.trigger.cycle_ended()
 
     def retry_later(self) -> None:
         """A write failed or a cycle broke: try again in a period."""

@@ -128,15 +128,13 @@ def test_next_due_stale_gangs_delays_and_min_runtime() -> None:
 
 
 def test_trigger_coalesces_a_burst_and_sleeps_when_idle() -> None:
-    trigger = CycleTrigger(coalesce=0.05, resync=3600)
+    trigger = CycleTrigger(coalesce=0.05, resync=3600, min_interval=0.1)
     assert trigger.wait()  # the first cycle runs at once (after the coalescing delay)
-    trigger.cycle_ended()
     woke: list[float] = []
 
     def loop() -> None:
         while trigger.wait():
             woke.append(time.monotonic())
-            trigger.cycle_ended()
 
     thread = threading.Thread(target=loop, daemon=True)
     thread.start()
@@ -150,6 +148,12 @@ def test_trigger_coalesces_a_burst_and_sleeps_when_idle() -> None:
     trigger.schedule(time.monotonic() + 0.1)  # something time-based
     time.sleep(0.25)
     assert len(woke) == 2
+    # work arriving all the time: at most one cycle per min_interval
+    start = time.monotonic()
+    while time.monotonic() - start < 0.55:
+        trigger.changed()
+        time.sleep(0.01)
+    assert 3 <= len(woke) - 2 <= 7
     trigger.stop()
     thread.join(2)
     assert not thread.is_alive()
