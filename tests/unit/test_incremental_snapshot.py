@@ -144,6 +144,15 @@ def bind_requests(draw: Any) -> tuple[str, Key, dict[str, Any] | None]:
 
 
 @st.composite
+def in_flight(draw: Any) -> tuple[str, Key, dict[str, Any] | None]:
+    """A BindRequest the scheduler created that the informer does not show yet."""
+    _, key, br = draw(bind_requests())
+    if br is not None:
+        br = {**br, "status": {}}
+    return ("in-flight", key, br)
+
+
+@st.composite
 def priority_classes(draw: Any) -> tuple[str, Key, dict[str, Any] | None]:
     name = draw(names(["high", "low"]))
     if draw(st.integers(0, 3)) == 0:
@@ -175,6 +184,7 @@ steps = st.lists(
         podgroups(),
         queues(),
         bind_requests(),
+        in_flight(),
         priority_classes(),
         topologies(),
     ),
@@ -206,7 +216,10 @@ def _comparable(built: BuiltSnapshot) -> dict[str, Any]:
 
 
 def _from_scratch(
-    objects: dict[str, dict[Key, dict[str, Any]]], pool: NodePool, modes: Any
+    objects: dict[str, dict[Key, dict[str, Any]]],
+    flying: dict[Key, dict[str, Any]],
+    pool: NodePool,
+    modes: Any,
 ) -> BuiltSnapshot:
     builder = SnapshotBuilder(NAME, pool=pool)
     builder.sharing_modes = modes
@@ -215,7 +228,9 @@ def _from_scratch(
         nodes=list(objects["nodes"].values()),
         podgroups=list(objects["podgroups"].values()),
         queues=list(objects["queues"].values()),
-        bind_requests=list(objects["bindrequests"].values()),
+        # the live scheduler's view: the informer's, then those in flight it does not show
+        bind_requests=list(objects["bindrequests"].values())
+        + [br for key, br in flying.items() if key not in objects["bindrequests"]],
         topologies=list(objects["topologies"].values()),
         priority_classes=list(objects["priorityclasses"].values()),
         now=NOW,
@@ -226,8 +241,22 @@ def _check(ops: list[tuple[str, Key, dict[str, Any] | None]], pool: NodePool, mo
     objects: dict[str, dict[Key, dict[str, Any]]] = {kind: {} for kind in KINDS}
     builder = SnapshotBuilder(NAME, pool=pool)
     builder.sharing_modes = modes
-    incremental = IncrementalSnapshot(builder, {k: dict_source(objects[k]) for k in KINDS})
+    flying: dict[Key, dict[str, Any]] = {}
+    incremental = IncrementalSnapshot(
+        builder,
+        {k: dict_source(objects[k]) for k in KINDS},
+        lambda: {k: br for k, br in flying.items() if k not in objects["bindrequests"]},
+    )
     for step, (kind, key, obj) in enumerate(ops):
+        if kind == "in-flight":
+            if obj is None:
+                flying.pop(key, None)
+            else:
+                flying[key] = obj
+            got = _comparable(incremental.build(now=NOW))
+            want = _comparable(_from_scratch(objects, flying, pool, modes))
+            assert got == want, f"step {step} (in flight {key})"
+            continue
         old = objects[kind].get(key)
         if obj is not None:  # as an API server does: every write a new resourceVersion
             obj = {**obj, "metadata": {**obj["metadata"], "resourceVersion": str(step + 1)}}
@@ -239,7 +268,7 @@ def _check(ops: list[tuple[str, Key, dict[str, Any] | None]], pool: NodePool, mo
         if changed is not None:
             incremental.changed(kind, changed)
         got = _comparable(incremental.build(now=NOW))
-        want = _comparable(_from_scratch(objects, pool, modes))
+        want = _comparable(_from_scratch(objects, flying, pool, modes))
         for part in want:
             assert got[part] == want[part], (
                 f"step {step} ({kind} {key}): {part} differs:\n{got[part]}\n{want[part]}"
