@@ -233,7 +233,6 @@ class Scheduler:
     def _on_change(self, kind: str) -> Any:
         name = self.options.scheduler_name
         trigger = self.trigger
-
         snapshot = self.snapshot if kind in SNAPSHOT_KINDS else None
 
         def handler(etype: str, obj: dict[str, Any], old: dict[str, Any] | None) -> None:
@@ -272,7 +271,7 @@ class Scheduler:
         with self._created_lock:
             shown = [t for _, t in self._created.values() if t != math.inf]
         if shown:  # the overlay forgets a BindRequest the informer never showed
-            self.trigger.schedule(min(shown) + _OVERLAY_TTL - (time.monotonic() - now_mono))
+            self.trigger.schedule(min(shown) + _OVERLAY_TTL + 0.01)
         built, result = self.last_built, self.last_result
         if built is None or result is None:
             return
