@@ -281,7 +281,7 @@ def test_equals_a_full_build_after_every_step(ops: list[Any]) -> None:
     _check(ops, NodePool(), {})
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(steps, st.sampled_from([{}, {"a": ["fraction"], "": []}]))
 def test_equals_a_full_build_in_a_shard_with_sharing_policies(ops: list[Any], modes: Any) -> None:
     _check(ops, NodePool(shard="s", partition="a", label_key=POOL_LABEL), modes)

@@ -415,9 +415,13 @@ class IncrementalSnapshot:
                     entry.requests = {GPU_RESOURCE: 1.0}  # a reservation is one device
             return entry
         pool = b.pool
-        other_pool = pool.shard is not None and (
-            (group is not None and self._state(group) == OTHER_POOL)
-            or (annotation is None and not pool.holds(md.get("labels")))
+        other_pool = (
+            ours
+            and pool.shard is not None
+            and (
+                (group is not None and self._state(group) == OTHER_POOL)
+                or (annotation is None and not pool.holds(md.get("labels")))
+            )
         )
         if not ours or other_pool:
             if other_pool:
