@@ -37,6 +37,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--timeout", type=float, default=600.0)
     parser.add_argument("--log-level", default="WARNING")
     parser.add_argument(
+        "--idle",
+        type=float,
+        default=0.0,
+        metavar="SECONDS",
+        help="after the run, measure each process's CPU over this long with nothing to do",
+    )
+    parser.add_argument(
         "--backlog",
         action="store_true",
         help="create all pods first, then start scheduler, binder and pod-grouper; the clock "
@@ -241,6 +248,15 @@ def main(argv: list[str] | None = None) -> int:
     last_cycle = _gauges(system, metrics_port)
     cpu = {name: _cpu_seconds(proc.pid) - cpu_before.get(name, 0.0) for name, proc in named}
     cpu["nodes+kubelet+observer+creators (bench)"] = _cpu_seconds(os.getpid()) - own_before
+    idle: dict[str, float] = {}
+    idle_cycles = 0.0
+    if args.idle > 0 and finished:
+        time.sleep(min(args.idle, 5.0))  # the last writes (PodGroup status, Events) settle
+        idle_before = {name: _cpu_seconds(proc.pid) for name, proc in named}
+        idle_cycles = _cycles(system, metrics_port)
+        time.sleep(args.idle)
+        idle = {name: _cpu_seconds(proc.pid) - idle_before[name] for name, proc in named}
+        idle_cycles = _cycles(system, metrics_port) - idle_cycles
     for proc in children:
         proc.send_signal(signal.SIGTERM)
     for proc in children:
@@ -285,6 +301,10 @@ def main(argv: list[str] | None = None) -> int:
     print(f"CPU seconds used during the run (wall {elapsed:.1f}s, 2 cores = {2 * elapsed:.0f}):")
     for name, seconds in sorted(cpu.items(), key=lambda kv: -kv[1]):
         print(f"  {name:<40} {seconds:7.1f}")
+    if idle:
+        print(f"idle: {args.idle:.0f}s after the run, {idle_cycles:.0f} scheduling cycles; CPU s:")
+        for name, seconds in sorted(idle.items(), key=lambda kv: -kv[1]):
+            print(f"  {name:<40} {seconds:7.2f}")
     rate = n / elapsed if elapsed > 0 else 0.0
     print(f"THROUGHPUT: {rate:.0f} pods/s end to end (target >= 500)")
     if not finished:

@@ -81,7 +81,17 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         type=float,
         default=1.0,
         metavar="SECONDS",
-        help="time between scheduling cycles (default: 1)",
+        help="pace of the time-based work (stale gangs, preemption delays, minimum runtimes, "
+        "time-based fair share, retries); cycles also run on new work (default: 1)",
+    )
+    parser.add_argument(
+        "--coalesce",
+        type=float,
+        default=0.1,
+        metavar="SECONDS",
+        help="a cycle starts this long after the first relevant change (new pod, PodGroup, "
+        "freed node, Queue or config change), so that a burst makes one cycle; no change, no "
+        "cycle (default: 0.1)",
     )
     parser.add_argument(
         "--config-map",
@@ -260,6 +270,7 @@ def run(args: argparse.Namespace) -> int:
         "scheduler",
         on_start=on_start,
         period=args.period,
+        coalesce=args.coalesce,
         status_period=args.status_period,
         config_map=args.config_map,
         usage_source=args.usage_source,

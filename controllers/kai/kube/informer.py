@@ -74,6 +74,10 @@ class Informer:
         with self.lock:
             return list(self.cache.values())
 
+    def keys(self) -> list[Key]:
+        with self.lock:
+            return list(self.cache)
+
     def add_handler(self, handler: Handler) -> None:
         self.handlers.append(handler)
 

@@ -1,4 +1,7 @@
-"""The live scheduler: every period, snapshot the informer caches, run a session, act.
+"""The live scheduler: on new work (or time-based work), snapshot the caches, run a session, act.
+
+When a cycle runs is :mod:`kai.reconcilers.cycle_trigger`'s business: after a relevant informer
+change (coalesced), when something time-based is due, never when nothing changed.
 
 One cycle, only while this process holds the leader Lease:
 
@@ -49,6 +52,9 @@ from kai.kube.resources import (
 from kai.kube.writes import create_if_absent, delete_if_present, patch_if_changed
 from kai.metrics import SchedulerMetrics
 from kai.reconcilers.cluster_snapshot import ClusterSnapshot, from_caches
+from kai.reconcilers.cycle_trigger import CycleTrigger, next_due, relevant
+from kai.reconcilers.incremental_snapshot import KINDS as SNAPSHOT_KINDS
+from kai.reconcilers.incremental_snapshot import IncrementalSnapshot
 from kai.reconcilers.shard import NodePool, set_shard_condition
 from kai.reconcilers.snapshot_builder import (
     LAST_EVICTION,
@@ -96,6 +102,7 @@ def is_stale(job: JobSpec, statuses: Mapping[str, TaskStatus]) -> bool:
 
 
 CONFIG_MAP = "kai-scheduler/kai-scheduler-config"
+_OVERLAY_TTL = 30.0  # seconds an in-flight BindRequest counts without the informer showing it
 
 
 def rfc3339(ts: float | None = None) -> str:
@@ -116,12 +123,16 @@ def portion_text(value: float) -> str:
 @dataclass
 class SchedulerOptions:
     scheduler_name: str = "kai-scheduler"
+    # at most one cycle per period while new work keeps coming; the pace of retries and of
+    # time-based fair share
     period: float = 1.0
     config: SchedulerConfig | None = None  # fixed config; None = read the ConfigMap
     workers: int = 16  # concurrent API writes per cycle
     config_map: str = CONFIG_MAP  # namespace/name of the rendered scheduler ConfigMap
     usage: Any = None  # kai.reconcilers.usage.UsageSource: time-based fairshare (None = off)
     pool: NodePool = field(default_factory=NodePool)  # the shard's node pool (default: all)
+    coalesce: float = 0.1  # a cycle starts this long after the first relevant change
+    resync: float = 60.0  # a cycle at least this often, whatever happens (a safety net)
 
 
 def make_informers(kube: Kube, scheduler_name: str, config_map: str = CONFIG_MAP) -> InformerSet:
@@ -188,7 +199,18 @@ class Scheduler:
         self.cycles = 0
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
-        self._wake = threading.Event()
+        self.trigger = CycleTrigger(
+            self.options.coalesce, self.options.resync, min_interval=self.options.period
+        )
+        # the snapshot follows the informers' deltas (one owner of the derived state)
+        self.snapshot = IncrementalSnapshot(
+            self.builder,
+            {k: informers[k] for k in SNAPSHOT_KINDS if k in informers.informers},
+            self._in_flight,
+        )
+        for kind in informers.informers:
+            informers[kind].add_handler(self._on_change(kind))
+        self.snapshot.resync()  # whatever the informers held before the handlers were added
         self.result_listeners: list[Any] = []
         self.usage_reading: Any = None  # the last cycle's kai.reconcilers.usage.UsageReading
         self._usage_version: str | None = None
@@ -201,22 +223,77 @@ class Scheduler:
 
     def stop(self) -> None:
         self._stop.set()
-        self._wake.set()
+        self.trigger.stop()
         if self._thread is not None:
             self._thread.join(timeout=30)
             self._thread = None
         self.pool.shutdown(wait=True, cancel_futures=True)
         self.status_pool.shutdown(wait=True, cancel_futures=True)
 
+    def _on_change(self, kind: str) -> Any:
+        name = self.options.scheduler_name
+        trigger = self.trigger
+        snapshot = self.snapshot if kind in SNAPSHOT_KINDS else None
+
+        def handler(etype: str, obj: dict[str, Any], old: dict[str, Any] | None) -> None:
+            if snapshot is not None:
+                snapshot.changed(kind, obj)
+            if relevant(kind, etype, obj, old, name):
+                trigger.changed()
+
+        return handler
+
     def _loop(self) -> None:
-        while not self._stop.is_set():
-            started = time.monotonic()
-            if self.is_leader() and self.informers.wait_synced(0):
-                try:
-                    self.run_once()
-                except Exception:  # one bad cycle must not end scheduling
-                    log.exception("scheduling cycle failed")
-            self._stop.wait(max(0.0, self.options.period - (time.monotonic() - started)))
+        while self.trigger.wait():
+            if not (self.is_leader() and self.informers.wait_synced(0)):
+                # not leading (or not synced) yet: look again at the period, and run the first
+                # cycle as soon as we may
+                self._stop.wait(self.options.period)
+                self.trigger.changed()
+                continue
+            try:
+                self.run_once()
+                self._schedule_time_based()
+            except Exception:  # one bad cycle must not end scheduling
+                log.exception("scheduling cycle failed")
+                self.retry_later()
+
+    def retry_later(self) -> None:
+        """A write failed or a cycle broke: try again in a period."""
+        self.trigger.schedule(time.monotonic() + self.options.period)
+
+    def _schedule_time_based(self) -> None:
+        """Tell the trigger when the cycle just run could be followed by a different one on
+        an unchanged cluster (:func:`kai.reconcilers.cycle_trigger.next_due`)."""
+        now_mono = time.monotonic()
+        if self.options.usage is not None:
+            self.trigger.schedule(now_mono + self.options.period)  # usage decays with time
+        with self._created_lock:
+            shown = [t for _, t in self._created.values() if t != math.inf]
+        if shown:  # the overlay forgets a BindRequest the informer never showed
+            self.trigger.schedule(min(shown) + _OVERLAY_TTL + 0.01)
+        built, result = self.last_built, self.last_result
+        if built is None or result is None:
+            return
+        snapshot = built.snapshot
+
+        def statuses(job: JobSpec) -> dict[str, TaskStatus]:
+            return {
+                t.uid: result.tasks[t.uid].status if t.uid in result.tasks else t.status
+                for t in job.tasks
+            }
+
+        due = next_due(
+            snapshot.now,
+            snapshot.jobs,
+            snapshot.queues,
+            snapshot.config,
+            stale=lambda job: is_stale(job, statuses(job)),
+            pending=lambda job: job.uid in result.job_reasons,
+        )
+        if due is not None:
+            # a little after the deadline: the core compares with the cycle's own clock
+            self.trigger.schedule(now_mono + max(0.0, due - time.time()) + 0.01)
 
     # -- on demand: a snapshot for bug reports ---------------------------------------------
     def cluster_snapshot(self) -> ClusterSnapshot:
@@ -246,16 +323,21 @@ class Scheduler:
 
     # -- one cycle -----------------------------------------------------------------------
     def _bind_request_view(self) -> list[dict[str, Any]]:
+        return self.informers["bindrequests"].items() + list(self._in_flight().values())
+
+    def _in_flight(self) -> dict[tuple[str, str], dict[str, Any]]:
+        """BindRequests this scheduler created (or is creating) that the informer does not
+        show yet, by (namespace, name); forgotten once shown or after a while."""
         cached = self.informers["bindrequests"]
-        items = cached.items()
         now = time.monotonic()
+        out = {}
         with self._created_lock:
             for key, (br, created) in list(self._created.items()):
-                if cached.get(key[1], key[0]) is not None or now - created > 30:
+                if cached.get(key[1], key[0]) is not None or now - created > _OVERLAY_TTL:
                     del self._created[key]
                 else:
-                    items.append(br)
-        return items
+                    out[key] = br
+        return out
 
     def _refresh_config(self) -> None:
         """Take the settings of this scheduler's node pool from the rendered ConfigMap
@@ -327,17 +409,8 @@ class Scheduler:
 
     def run_once(self) -> SessionResult | None:
         t0 = time.monotonic()
-        inf = self.informers
         self._refresh_config()
-        built = self.builder.build(
-            pods=inf["pods"].items(),
-            nodes=inf["nodes"].items(),
-            podgroups=inf["podgroups"].items(),
-            queues=inf["queues"].items(),
-            bind_requests=self._bind_request_view(),
-            topologies=inf["topologies"].items(),
-            priority_classes=inf["priorityclasses"].items(),
-        )
+        built = self.snapshot.build()
         self._apply_usage(built)
         t_open = time.monotonic()
         self._report_problems(built)
@@ -458,6 +531,7 @@ class Scheduler:
                 log.info(
                     "cannot delete BindRequest %s/%s: %s", md.get("namespace"), md["name"], exc
                 )
+                self.retry_later()
 
     # -- binds ---------------------------------------------------------------------------
     def _bind_plan(
@@ -536,6 +610,7 @@ class Scheduler:
             with self._created_lock:
                 self._created.pop((ns, name), None)
             log.warning("cannot create BindRequest %s/%s: %s", ns, name, exc)
+            self.retry_later()  # the pod is pending again
             self.recorder.event(
                 pod, "Warning", "FailedBinding", f"cannot create BindRequest: {exc}"
             )
@@ -568,6 +643,7 @@ class Scheduler:
             delete_if_present(self.kube, PODS, md["name"], md["namespace"], uid=md.get("uid"))
         except KubeError as exc:
             log.warning("cannot evict %s/%s: %s", md["namespace"], md["name"], exc)
+            self.retry_later()
             return
         job_uid = f"{md['namespace']}/{(md.get('annotations') or {}).get('pod-group-name', '')}"
         pg = built.podgroups.get(job_uid)

@@ -129,6 +129,7 @@ def bootstrap(kube: Kube) -> None:
 class SystemOptions:
     scheduler_name: str = "kai-scheduler"
     period: float = 1.0
+    coalesce: float = 0.1  # the scheduler's cycle waits this long after the first new work
     status_period: float = 2.0
     config: SchedulerConfig | None = None
     leader_election: bool = True
@@ -229,6 +230,7 @@ class System:
                 config_map=o.config_map,
                 usage=usage,
                 pool=pool,
+                coalesce=o.coalesce,
             ),
             self.metrics,
             is_leader=(lambda: elector.is_leader) if elector else None,
