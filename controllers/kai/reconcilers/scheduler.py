@@ -43,7 +43,10 @@ from kai.kube.resources import (
     PODGROUPS,
     PODS,
     PRIORITY_CLASSES,
+    PVCS,
+    PVS,
     QUEUES,
+    STORAGE_CLASSES,
     TOPOLOGIES,
 )
 from kai.kube.writes import create_if_absent, delete_if_present, patch_if_changed
@@ -59,6 +62,7 @@ from kai.reconcilers.snapshot_builder import (
     bind_request_live,
     parse_time,
 )
+from kai.reconcilers.volume_claims import VolumeIndex
 from kai.scheduler.errors import UnsupportedActionError
 from kai.scheduler.jobs import DEFAULT_PODSET, build_subgroup_tree
 from kai.scheduler.reasons import (
@@ -140,7 +144,20 @@ def make_informers(kube: Kube, scheduler_name: str, config_map: str = CONFIG_MAP
     informers.add("bindrequests", BIND_REQUESTS)
     informers.add("topologies", TOPOLOGIES)
     informers.add("priorityclasses", PRIORITY_CLASSES)
+    # PersistentVolumeClaims, their volumes and classes: the volume-binding filter
+    informers.add("persistentvolumeclaims", PVCS)
+    informers.add("persistentvolumes", PVS)
+    informers.add("storageclasses", STORAGE_CLASSES)
     return informers
+
+
+def volume_index(informers: InformerSet) -> VolumeIndex:
+    """The claims, volumes and classes of the informer caches, for the volume-binding filter."""
+    return VolumeIndex(
+        informers["persistentvolumeclaims"].items(),
+        informers["persistentvolumes"].items(),
+        informers["storageclasses"].items(),
+    )
 
 
 def config_from_configmap(cm: dict[str, Any], node_pool: str = "") -> SchedulerConfig:
@@ -337,6 +354,7 @@ class Scheduler:
             bind_requests=self._bind_request_view(),
             topologies=inf["topologies"].items(),
             priority_classes=inf["priorityclasses"].items(),
+            volumes=volume_index(inf),
         )
         self._apply_usage(built)
         t_open = time.monotonic()

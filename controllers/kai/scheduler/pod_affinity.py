@@ -1,10 +1,12 @@
-"""Required pod affinity and anti-affinity (Kubernetes InterPodAffinity, required terms only).
+"""Pod affinity and anti-affinity (Kubernetes InterPodAffinity): required terms as a filter
+(:func:`affinity_masks`), preferred terms as a score (:func:`preferred_scores`).
 
 :class:`PlacedPods` indexes where tasks are placed by ``(namespace, label key, value)``, kept up
 to date by the session on every placement change, so a term finds the tasks it matches by
 looking up its rarest label instead of scanning every placed task. Placed tasks that carry
 anti-affinity terms are kept apart: anti-affinity is symmetric, so their terms also keep a
-matching newcomer out of their domain.
+matching newcomer out of their domain. Placed tasks with preferred terms are kept apart too:
+their terms score a newcomer they select, as in Kubernetes.
 """
 
 from __future__ import annotations
@@ -13,9 +15,9 @@ from collections.abc import Iterator
 
 import numpy as np
 
-from kai.scheduler.resource_layout import BoolArray
+from kai.scheduler.resource_layout import BoolArray, FloatArray
 from kai.scheduler.selectors import selector_matches
-from kai.scheduler.snapshot import PodAffinityTerm, TaskSpec
+from kai.scheduler.snapshot import PodAffinityTerm, TaskSpec, WeightedPodAffinityTerm
 
 Placed = dict[str, tuple[TaskSpec, int]]  # task uid -> (spec, node)
 
@@ -33,6 +35,7 @@ class PlacedPods:
         self._by_label: dict[tuple[str, str, str], Placed] = {}
         self._by_namespace: dict[str, Placed] = {}
         self._anti: Placed = {}
+        self._preferred: Placed = {}
 
     def move(self, spec: TaskSpec, old_node: int, new_node: int) -> None:
         """Record that the task ``spec`` went from ``old_node`` to ``new_node`` (-1 = not
@@ -45,6 +48,8 @@ class PlacedPods:
         tables.append(self._by_namespace.setdefault(spec.namespace, {}))
         if spec.pod_anti_affinity:
             tables.append(self._anti)
+        if spec.preferred_pod_affinity or spec.preferred_pod_anti_affinity:
+            tables.append(self._preferred)
         for table in tables:
             if new_node >= 0:
                 table[uid] = (spec, new_node)
@@ -75,6 +80,12 @@ class PlacedPods:
 
     def any_anti_affinity(self) -> bool:
         return bool(self._anti)
+
+    def with_preferred_terms(self) -> list[tuple[TaskSpec, int]]:
+        return [self._preferred[uid] for uid in sorted(self._preferred)]
+
+    def any_preferred_terms(self) -> bool:
+        return bool(self._preferred)
 
 
 def affinity_masks(
@@ -126,4 +137,56 @@ def _domains(
         value = node_labels[node].get(term.topology_key)
         if value is not None:
             out.add(value)
+    return out
+
+
+def preferred_scores(
+    task: TaskSpec, placed: PlacedPods, node_labels: list[dict[str, str]]
+) -> FloatArray | None:
+    """Kubernetes' InterPodAffinity score of ``task`` on every node, as KAI uses it (the raw
+    score, not normalised; the existing pods' required terms count 0, KAI's
+    ``hardPodAffinityWeight``): per placed pod of the task's namespace and per term,
+
+    - each preferred affinity term of the task that selects the placed pod adds its weight to
+      every node of the placed pod's ``topology_key`` domain (anti-affinity: subtracts it);
+    - each preferred affinity term of the placed pod that selects the task adds its weight to
+      the placed pod's domain (anti-affinity: subtracts it).
+
+    None when nothing scores (every node would score 0)."""
+    totals: dict[str, dict[str, float]] = {}
+
+    def add(term: WeightedPodAffinityTerm, node: int, sign: float) -> None:
+        key = term.term.topology_key
+        value = node_labels[node].get(key)
+        if value is not None:
+            domain = totals.setdefault(key, {})
+            domain[value] = domain.get(value, 0.0) + sign * term.weight
+
+    own = ((1.0, task.preferred_pod_affinity), (-1.0, task.preferred_pod_anti_affinity))
+    for sign, terms in own:
+        for weighted in terms:
+            for other, node in placed.matching(task.namespace, weighted.term):
+                if other.uid != task.uid:
+                    add(weighted, node, sign)
+    for spec, node in placed.with_preferred_terms():
+        if spec.namespace != task.namespace or spec.uid == task.uid:
+            continue
+        for sign, terms in (
+            (1.0, spec.preferred_pod_affinity),
+            (-1.0, spec.preferred_pod_anti_affinity),
+        ):
+            for weighted in terms:
+                if matches(task.labels, weighted.term):
+                    add(weighted, node, sign)
+    if not any(totals.values()):
+        return None
+    size = len(node_labels)
+    out = np.zeros(size, dtype=np.float64)
+    for key, by_value in totals.items():
+        values = (labels.get(key) for labels in node_labels)
+        out += np.fromiter(
+            (0.0 if v is None else by_value.get(v, 0.0) for v in values),
+            dtype=np.float64,
+            count=size,
+        )
     return out
