@@ -5,7 +5,9 @@ on a real one: snapshot from the cluster -> core -> BindRequest -> binding.
   not choose) when it fits there;
 - a pod whose claim is bound to a PersistentVolume with node affinity lands on that node only;
   one whose volume no node can reach, and one whose claim does not exist, stay pending with the
-  reason on their PodScheduled condition.
+  reason on their PodScheduled condition;
+- a pod whose claim waits for its first consumer is bound, and the claim names the node for
+  the provisioner.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ from e2e_helpers import queue
 from live_helpers import eventually
 
 from kai.kube.client import ApiError, Kube
-from kai.kube.resources import NAMESPACES, PODS, PVCS, PVS, QUEUES
+from kai.kube.resources import NAMESPACES, PODS, PVCS, PVS, QUEUES, STORAGE_CLASSES
 from kai.kube.writes import create_if_absent
 from kai.sim.system import System, SystemOptions, bootstrap
 from kai.sim.workloads import pod_manifest
@@ -38,6 +40,7 @@ class Live:
     ns: str
     nodes: list[str]
     volumes: list[str]
+    classes: list[str]
 
     def pod(self, name: str) -> dict[str, Any]:
         return self.kube.get(PODS, name, self.ns)
@@ -148,7 +151,7 @@ def live(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Live]:
     create_if_absent(kube, QUEUES, queue(QUEUE))
     ns = f"vol-{tag}"
     kube.create(NAMESPACES, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}})
-    live = Live(request.param, kube, ns, names, [])
+    live = Live(request.param, kube, ns, names, [], [])
     system.start()
     try:
         yield live
@@ -165,6 +168,9 @@ def live(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Live]:
             for volume in live.volumes:
                 with contextlib.suppress(ApiError):
                     kube.delete(PVS, volume)
+            for storage_class in live.classes:
+                with contextlib.suppress(ApiError):
+                    kube.delete(STORAGE_CLASSES, storage_class)
             kube.close()
 
 
@@ -208,3 +214,35 @@ def test_a_bound_volume_keeps_its_pod_on_the_volume_node(live: Live) -> None:
     assert "volume node affinity conflict" in live.unschedulable_message("stuck")
     assert "persistentvolumeclaim not found" in live.unschedulable_message("lost")
     assert not live.pod("stuck")["spec"].get("nodeName")
+
+
+def test_a_claim_waiting_for_its_first_consumer_is_told_the_node(live: Live) -> None:
+    storage_class = f"{live.ns}-wffc"
+    live.kube.create(
+        STORAGE_CLASSES,
+        {
+            "apiVersion": "storage.k8s.io/v1",
+            "kind": "StorageClass",
+            "metadata": {"name": storage_class},
+            "provisioner": "example.com/csi",
+            "volumeBindingMode": "WaitForFirstConsumer",
+        },
+    )
+    live.classes.append(storage_class)
+    live.kube.create(
+        PVCS,
+        {
+            "apiVersion": "v1",
+            "kind": "PersistentVolumeClaim",
+            "metadata": {"name": "scratch", "namespace": live.ns},
+            "spec": {
+                "accessModes": ["ReadWriteOnce"],
+                "storageClassName": storage_class,
+                "resources": {"requests": {"storage": "1Gi"}},
+            },
+        },
+    )
+    live.pod_with_claim("job", "scratch")
+    node = live.node_of("job")
+    annotations = live.kube.get(PVCS, "scratch", live.ns)["metadata"].get("annotations") or {}
+    assert annotations.get("volume.kubernetes.io/selected-node") == node

@@ -307,7 +307,7 @@ def _pod_term(term: Mapping[str, Any], where: str) -> PodAffinityTerm:
     )
 
 
-def _claims(spec: Mapping[str, Any], pod_name: str) -> tuple[str, ...]:
+def pod_claims(spec: Mapping[str, Any], pod_name: str) -> tuple[str, ...]:
     """Names of the PersistentVolumeClaims the pod's volumes use: ``persistentVolumeClaim``
     volumes, and generic ephemeral volumes (their claim is ``<pod>-<volume>``)."""
     out = []
@@ -447,7 +447,7 @@ def parse_pod(pod: dict[str, Any]) -> PodInfo:
         preferred_node_affinity=_preferred_node_terms(spec),
         preferred_pod_affinity=_preferred_pod_terms(spec, "podAffinity"),
         preferred_pod_anti_affinity=_preferred_pod_terms(spec, "podAntiAffinity"),
-        claims=_claims(spec, name),
+        claims=pod_claims(spec, name),
     )
 
 
