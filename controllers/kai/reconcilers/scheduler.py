@@ -242,7 +242,17 @@ class Scheduler:
         inf = self.informers
         caches: dict[str, list[dict[str, Any]]] = {
             kind: inf[kind].items()
-            for kind in ("pods", "nodes", "podgroups", "queues", "topologies", "priorityclasses")
+            for kind in (
+                "pods",
+                "nodes",
+                "podgroups",
+                "queues",
+                "topologies",
+                "priorityclasses",
+                "persistentvolumeclaims",
+                "persistentvolumes",
+                "storageclasses",
+            )
         }
         caches["bindrequests"] = self._bind_request_view()
         caches["config"] = inf["config"].items() if "config" in inf.informers else []

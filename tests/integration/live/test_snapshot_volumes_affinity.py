@@ -212,3 +212,26 @@ def test_generic_ephemeral_volume_claim_is_named_after_pod_and_volume() -> None:
     pod["spec"]["volumes"] = [{"name": "scratch", "ephemeral": {"volumeClaimTemplate": {}}}]
     built = _build([pod], VolumeIndex())
     assert _task(built, "web-0").volumes == VolumeConstraint(missing=("web-0-scratch",))
+
+
+def test_a_cluster_snapshot_keeps_the_claims_and_rebuilds_the_constraint() -> None:
+    from kai.reconcilers.cluster_snapshot import from_caches, from_document
+
+    pod = _with_claims("db", "data")
+    pod["spec"]["volumes"].append({"name": "cfg", "secret": {"secretName": "token"}})
+    caches = {
+        "pods": [pod],
+        "nodes": [_node("n0"), _node("n1", 1)],
+        "podgroups": [_pg("pg")],
+        "queues": [QUEUE],
+        "persistentvolumeclaims": [_claim("data", volume="pv")],
+        "persistentvolumes": [_volume("pv", "n1")],
+    }
+    snap = from_caches(caches, scheduler_name="kai-scheduler", config_map="kai-scheduler/cm")
+    (saved,) = snap.objects["pods"]
+    assert saved["spec"]["volumes"] == [
+        {"name": "v0", "persistentVolumeClaim": {"claimName": "data"}}
+    ]  # the secret volume and the emptyDir are gone
+    again = from_document(snap.to_document())
+    built = again.build()
+    assert _task(built, "db").volumes == VolumeConstraint(node_affinity=(_on("n1"),))
