@@ -407,10 +407,10 @@ def _check_preferred(
         if spec is None:
             ok = False
             continue
-        weight = spec.get("weight")
-        if "weight" in spec and not (is_integer(weight) and 1 <= weight <= 100):
-            c.fail((*where, "weight"), f"must be an integer from 1 to 100, got {describe(weight)}")
-            weight = None
+        raw: Any = spec.get("weight")
+        weight: int | None = int(raw) if is_integer(raw) and 1 <= raw <= 100 else None
+        if "weight" in spec and weight is None:
+            c.fail((*where, "weight"), f"must be an integer from 1 to 100, got {describe(raw)}")
         term_value = {k: spec[k] for k in term_keys if k in spec}
         term: model.NodeAffinity | model.AffinityTerm | None = (
             _node_affinity_fields(c, term_value, where)
@@ -420,7 +420,7 @@ def _check_preferred(
         if weight is None or term is None:
             ok = False
             continue
-        out.append(model.Preferred(weight=int(weight), term=term))
+        out.append(model.Preferred(weight=weight, term=term))
     return tuple(out) if ok else None
 
 
