@@ -66,12 +66,28 @@ class LabelIndex:
     def __init__(self, nodes: NodeTable) -> None:
         self._nodes = nodes
         self._cache: dict[str, np.ndarray] = {}
+        self._domains: dict[str, tuple[np.ndarray, dict[str, int]]] = {}
 
     def values(self, key: str) -> np.ndarray:
         cached = self._cache.get(key)
         if cached is None:
             cached = np.array([labels.get(key) for labels in self._nodes.labels], dtype=object)
             self._cache[key] = cached
+        return cached
+
+    def domains(self, key: str) -> tuple[np.ndarray, dict[str, int]]:
+        """The nodes' values of ``key`` as codes (an int array, -1 where the label is missing)
+        and the code of each value: a score per value becomes a score per node in one
+        vectorised lookup."""
+        cached = self._domains.get(key)
+        if cached is None:
+            ids: dict[str, int] = {}
+            codes = np.fromiter(
+                (-1 if v is None else ids.setdefault(v, len(ids)) for v in self.values(key)),
+                dtype=np.int64,
+                count=len(self._nodes),
+            )
+            cached = self._domains[key] = (codes, ids)
         return cached
 
     def has(self, key: str) -> BoolArray:

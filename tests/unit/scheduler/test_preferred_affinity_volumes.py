@@ -113,7 +113,7 @@ def test_preferred_pod_terms_of_placed_pods_score_the_newcomer() -> None:
 
 def test_preferred_scores_count_every_matching_pod_and_both_directions() -> None:
     # KAI's own test: a pod preferring a placed pod that prefers it back scores 2 x weight
-    labels = [{HOST: "n0"}, {HOST: "n1"}]
+    labels = predicates.LabelIndex(NodeTable(_nodes(2), ResourceLayout())).domains
     placed = PlacedPods()
     term = _pod_term(10, HOST, {"my-label": "a"})
     other = task("other", labels={"my-label": "a"})
@@ -209,3 +209,21 @@ def test_volume_masks_without_claims_filter_nothing() -> None:
     masks = predicates.volume_masks(index, VolumeConstraint(node_affinity=(_on_host("n1"),)), 2)
     assert [(r, list(m)) for r, m in masks] == [(predicates.VOLUME_NODE_AFFINITY, [False, True])]
     assert np.all(~masks[0][1][:1])
+
+
+def test_a_placed_task_being_moved_does_not_score_itself() -> None:
+    domains = predicates.LabelIndex(NodeTable(_nodes(2), ResourceLayout())).domains
+    placed = PlacedPods()
+    me = task("me", labels={"app": "x"})
+    me.preferred_pod_affinity = (_pod_term(10, HOST, {"app": "x"}),)
+    placed.move(me, -1, 0)
+    assert preferred_scores(me, placed, domains) is None
+    twin = task("twin", labels={"app": "x"})
+    twin.preferred_pod_affinity = me.preferred_pod_affinity
+    placed.move(twin, -1, 0)
+    # the twin selects me (+10) and I select the twin (+10); my own term counts once only
+    scores = preferred_scores(me, placed, domains)
+    assert scores is not None and list(scores) == [20.0, 0.0]
+    placed.move(twin, 0, -1)
+    placed.move(me, 0, -1)
+    assert not placed.any_preferred_terms()

@@ -56,7 +56,7 @@ def _pod_affinity_scores(session: Session, task: TaskInfo) -> FloatArray | None:
         or placed.any_preferred_terms()
     ):
         return None
-    return preferred_scores(spec, placed, session.nodes.labels)
+    return preferred_scores(spec, placed, session.engine.labels.domains)
 
 
 PREFERRED_NODE_AFFINITY = NodeScorer(
