@@ -137,6 +137,22 @@ BUILTIN_TYPES: tuple[ResourceType, ...] = (
         subresources=frozenset({"status"}),
     ),
     _core("events", "event", "Event", True, short_names=("ev",), field_selectors=_EVENT_FIELDS),
+    _core(
+        "persistentvolumeclaims",
+        "persistentvolumeclaim",
+        "PersistentVolumeClaim",
+        True,
+        short_names=("pvc",),
+        subresources=frozenset({"status"}),
+    ),
+    _core(
+        "persistentvolumes",
+        "persistentvolume",
+        "PersistentVolume",
+        False,
+        short_names=("pv",),
+        subresources=frozenset({"status"}),
+    ),
     ResourceType(
         "events.k8s.io",
         ("v1",),
@@ -293,6 +309,15 @@ BUILTIN_TYPES: tuple[ResourceType, ...] = (
         "PriorityClass",
         False,
         short_names=("pc",),
+    ),
+    ResourceType(
+        "storage.k8s.io",
+        ("v1",),
+        "storageclasses",
+        "storageclass",
+        "StorageClass",
+        False,
+        short_names=("sc",),
     ),
     ResourceType(
         "admissionregistration.k8s.io",

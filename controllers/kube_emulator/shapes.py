@@ -148,6 +148,11 @@ SHAPES: dict[tuple[str, str], Schema] = {
     ("scheduling.k8s.io", "priorityclasses"): _obj(
         value=INT, globalDefault=BOOL, preemptionPolicy=STR, description=STR
     ),
+    ("storage.k8s.io", "storageclasses"): _obj(
+        provisioner=STR,
+        volumeBindingMode=STR,
+        allowedTopologies=_arr(_obj(matchLabelExpressions=_arr(_obj(key=STR, values=STRINGS)))),
+    ),
     ("admissionregistration.k8s.io", "validatingwebhookconfigurations"): _obj(
         webhooks=_arr(WEBHOOK)
     ),
@@ -256,6 +261,18 @@ TOP_LEVEL: dict[tuple[str, str], frozenset[str]] = {
     ("events.k8s.io", "events"): frozenset(_EVENT_V1),
     ("scheduling.k8s.io", "priorityclasses"): frozenset(
         (*_OBJECT, "value", "globalDefault", "description", "preemptionPolicy")
+    ),
+    ("storage.k8s.io", "storageclasses"): frozenset(
+        (
+            *_OBJECT,
+            "provisioner",
+            "parameters",
+            "reclaimPolicy",
+            "mountOptions",
+            "allowVolumeExpansion",
+            "volumeBindingMode",
+            "allowedTopologies",
+        )
     ),
     ("admissionregistration.k8s.io", "validatingwebhookconfigurations"): frozenset(
         (*_OBJECT, "webhooks")

@@ -14,7 +14,7 @@ import pytest
 
 from helpers.polling import eventually
 from kai.kube.client import Kube
-from kai.kube.resources import JOBS, NAMESPACES, PODS, Resource
+from kai.kube.resources import JOBS, NAMESPACES, PODS, PVCS, Resource
 from kube_emulator import ApiServer
 
 DEPLOYMENTS = Resource("apps", "v1", "deployments", True, "Deployment")
@@ -264,3 +264,74 @@ def test_statefulset_creates_ordinals_in_order(kube: Kube, ns: str) -> None:
     set_phase(kube, pod, "Running", ready=True)
     pods = eventually(lambda: len(pods_of(kube, ns)) == 2 and pods_of(kube, ns))
     assert [p["metadata"]["name"] for p in pods] == ["db-0", "db-1"]
+
+
+def test_statefulset_volume_claim_templates_make_one_claim_per_ordinal(kube: Kube, ns: str) -> None:
+    claim_spec = {
+        "accessModes": ["ReadWriteOnce"],
+        "storageClassName": "fast",
+        "resources": {"requests": {"storage": "1Gi"}},
+    }
+    kube.create(
+        STATEFULSETS,
+        {
+            "apiVersion": "apps/v1",
+            "kind": "StatefulSet",
+            "metadata": {"name": "db", "namespace": ns},
+            "spec": {
+                "replicas": 2,
+                "podManagementPolicy": "Parallel",
+                "serviceName": "db",
+                "selector": {"matchLabels": {"app": "db"}},
+                "template": {
+                    "metadata": {"labels": {"app": "db"}},
+                    "spec": {
+                        "containers": CONTAINERS,
+                        "volumes": [{"name": "scratch", "emptyDir": {}}],
+                    },
+                },
+                "volumeClaimTemplates": [
+                    {
+                        "metadata": {
+                            "name": "data",
+                            "labels": {"tier": "storage"},
+                            "annotations": {"note": "x"},
+                        },
+                        "spec": claim_spec,
+                    },
+                    {
+                        "metadata": {"name": "logs"},
+                        "spec": {**claim_spec, "storageClassName": None},
+                    },
+                ],
+            },
+        },
+        ns,
+    )
+    names = ["data-db-0", "data-db-1", "logs-db-0", "logs-db-1"]
+
+    def claims() -> list[dict[str, Any]]:
+        items = kube.list(PVCS, ns)["items"]
+        return sorted(items, key=lambda c: c["metadata"]["name"])
+
+    found = eventually(lambda: [c["metadata"]["name"] for c in claims()] == names and claims())
+    data = found[0]
+    assert data["metadata"]["labels"] == {"app": "db", "tier": "storage"}
+    assert data["metadata"]["annotations"]["note"] == "x"
+    assert not data["metadata"].get("ownerReferences")  # retention policy Retain
+    assert data["spec"]["storageClassName"] == "fast"
+    assert data["spec"]["resources"]["requests"]["storage"] == "1Gi"
+    assert data["spec"]["volumeMode"] == "Filesystem"
+    assert found[2]["metadata"]["labels"] == {"app": "db"}
+    assert eventually(lambda: all(c.get("status", {}).get("phase") == "Pending" for c in claims()))
+    pods = eventually(lambda: len(pods_of(kube, ns)) == 2 and pods_of(kube, ns))
+    volumes = [v for v in pods[1]["spec"]["volumes"] if not v["name"].startswith("kube-api")]
+    assert volumes[:2] == [
+        {"name": "data", "persistentVolumeClaim": {"claimName": "data-db-1"}},
+        {"name": "logs", "persistentVolumeClaim": {"claimName": "logs-db-1"}},
+    ]
+    assert volumes[2] == {"name": "scratch", "emptyDir": {}}
+    # scale down: the pod goes, its claims stay
+    kube.patch(STATEFULSETS, "db", {"spec": {"replicas": 1}}, ns)
+    eventually(lambda: [p["metadata"]["name"] for p in pods_of(kube, ns)] == ["db-0"])
+    assert [c["metadata"]["name"] for c in claims()] == names

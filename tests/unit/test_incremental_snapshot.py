@@ -1,6 +1,7 @@
 """The incremental snapshot equals a from-scratch build after every step of random sequences of
-adds, updates and deletes of nodes, pods, PodGroups, Queues, BindRequests, PriorityClasses and
-Topologies (with and without a shard's node pool, with and without sharing policies)."""
+adds, updates and deletes of nodes, pods, PodGroups, Queues, BindRequests, PriorityClasses,
+Topologies, PersistentVolumeClaims and PersistentVolumes (with and without a shard's node pool,
+with and without sharing policies)."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from hypothesis import strategies as st
 from kai.reconcilers.incremental_snapshot import KINDS, IncrementalSnapshot, Key, dict_source
 from kai.reconcilers.shard import NodePool
 from kai.reconcilers.snapshot_builder import BuiltSnapshot, SnapshotBuilder
+from kai.reconcilers.volume_claims import VolumeIndex
 from kai.sim.nodes import NodeShape, node_manifest, ready_conditions
 from kai.sim.workloads import pod_manifest
 
@@ -74,7 +76,51 @@ def pods(draw: Any) -> tuple[str, Key, dict[str, Any] | None]:
         md["deletionTimestamp"] = "2026-01-01T00:01:00Z"
     if draw(st.integers(0, 6)) == 0:
         pod["spec"]["schedulingGates"] = [{"name": "wait"}]
+    if draw(st.integers(0, 3)) == 0:
+        claim = draw(st.sampled_from(["c0", "c1"]))
+        pod["spec"]["volumes"] = [{"name": "data", "persistentVolumeClaim": {"claimName": claim}}]
     return ("pods", (ns, name), pod)
+
+
+STORAGE = ("persistentvolumeclaims", "persistentvolumes")  # not informer-tracked by the snapshot
+
+
+@st.composite
+def claims(draw: Any) -> tuple[str, Key, dict[str, Any] | None]:
+    name = draw(names(["c0", "c1"]))
+    if draw(st.integers(0, 4)) == 0:
+        return ("persistentvolumeclaims", ("ns", name), None)
+    volume = draw(st.sampled_from([None, "v0", "v1"]))
+    claim: dict[str, Any] = {
+        "apiVersion": "v1",
+        "kind": "PersistentVolumeClaim",
+        "metadata": {"name": name, "namespace": "ns", "uid": f"uid-{name}"},
+        "spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}},
+        "status": {"phase": "Bound" if volume else "Pending"},
+    }
+    if volume:
+        claim["spec"]["volumeName"] = volume
+    return ("persistentvolumeclaims", ("ns", name), claim)
+
+
+@st.composite
+def persistent_volumes(draw: Any) -> tuple[str, Key, dict[str, Any] | None]:
+    name = draw(names(["v0", "v1"]))
+    if draw(st.integers(0, 4)) == 0:
+        return ("persistentvolumes", ("", name), None)
+    volume: dict[str, Any] = {
+        "apiVersion": "v1",
+        "kind": "PersistentVolume",
+        "metadata": {"name": name, "uid": f"uid-{name}"},
+        "spec": {"capacity": {"storage": "1Gi"}, "accessModes": ["ReadWriteOnce"]},
+    }
+    node = draw(st.sampled_from([None, "n0", "n1"]))
+    if node:
+        term = {"key": "kubernetes.io/hostname", "operator": "In", "values": [node]}
+        volume["spec"]["nodeAffinity"] = {
+            "required": {"nodeSelectorTerms": [{"matchExpressions": [term]}]}
+        }
+    return ("persistentvolumes", ("", name), volume)
 
 
 @st.composite
@@ -174,7 +220,7 @@ def topologies(draw: Any) -> tuple[str, Key, dict[str, Any] | None]:
     return ("topologies", ("", name), {"metadata": {"name": name}, "spec": {"levels": levels}})
 
 
-steps = st.lists(
+_random_steps = st.lists(
     st.one_of(
         pods(),
         pods(),
@@ -187,10 +233,29 @@ steps = st.lists(
         in_flight(),
         priority_classes(),
         topologies(),
+        claims(),
+        persistent_volumes(),
     ),
     min_size=1,
     max_size=40,
 )
+
+
+# most sequences start from a cluster where pods can be tasks (a queue, nodes, PodGroups, pods,
+# claims and volumes), so that the random steps change something the scheduler reads
+_setup = st.tuples(
+    queues(),
+    nodes(),
+    nodes(),
+    podgroups(),
+    podgroups(),
+    pods(),
+    pods(),
+    pods(),
+    claims(),
+    persistent_volumes(),
+).map(list)
+steps = st.one_of(_random_steps, st.tuples(_setup, _random_steps).map(lambda p: p[0] + p[1]))
 
 
 def _comparable(built: BuiltSnapshot) -> dict[str, Any]:
@@ -234,11 +299,19 @@ def _from_scratch(
         topologies=list(objects["topologies"].values()),
         priority_classes=list(objects["priorityclasses"].values()),
         now=NOW,
+        volumes=_volumes(objects),
+    )
+
+
+def _volumes(objects: dict[str, dict[Key, dict[str, Any]]]) -> VolumeIndex:
+    return VolumeIndex(
+        list(objects["persistentvolumeclaims"].values()),
+        list(objects["persistentvolumes"].values()),
     )
 
 
 def _check(ops: list[tuple[str, Key, dict[str, Any] | None]], pool: NodePool, modes: Any) -> None:
-    objects: dict[str, dict[Key, dict[str, Any]]] = {kind: {} for kind in KINDS}
+    objects: dict[str, dict[Key, dict[str, Any]]] = {kind: {} for kind in (*KINDS, *STORAGE)}
     builder = SnapshotBuilder(NAME, pool=pool)
     builder.sharing_modes = modes
     flying: dict[Key, dict[str, Any]] = {}
@@ -246,6 +319,7 @@ def _check(ops: list[tuple[str, Key, dict[str, Any] | None]], pool: NodePool, mo
         builder,
         {k: dict_source(objects[k]) for k in KINDS},
         lambda: {k: br for k, br in flying.items() if k not in objects["bindrequests"]},
+        volumes=lambda: _volumes(objects),
     )
     for step, (kind, key, obj) in enumerate(ops):
         if kind == "in-flight":
@@ -265,7 +339,7 @@ def _check(ops: list[tuple[str, Key, dict[str, Any] | None]], pool: NodePool, mo
         else:
             objects[kind][key] = obj
         changed = obj or old
-        if changed is not None:
+        if changed is not None and kind not in STORAGE:
             incremental.changed(kind, changed)
         got = _comparable(incremental.build(now=NOW))
         want = _comparable(_from_scratch(objects, flying, pool, modes))

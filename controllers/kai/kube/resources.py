@@ -12,6 +12,9 @@ EVENTS = Resource("", "v1", "events", True, "Event")
 LEASES = Resource("coordination.k8s.io", "v1", "leases", True, "Lease")
 JOBS = Resource("batch", "v1", "jobs", True, "Job")
 PRIORITY_CLASSES = Resource("scheduling.k8s.io", "v1", "priorityclasses", False, "PriorityClass")
+PVCS = Resource("", "v1", "persistentvolumeclaims", True, "PersistentVolumeClaim")
+PVS = Resource("", "v1", "persistentvolumes", False, "PersistentVolume")
+STORAGE_CLASSES = Resource("storage.k8s.io", "v1", "storageclasses", False, "StorageClass")
 CRDS = Resource(
     "apiextensions.k8s.io", "v1", "customresourcedefinitions", False, "CustomResourceDefinition"
 )

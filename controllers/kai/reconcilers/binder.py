@@ -50,7 +50,9 @@ from kai.reconcilers.snapshot_builder import (
     GPU_GROUP_LABEL,
     RESERVATION_NAMESPACE,
     bind_request_live,
+    pod_claims,
 )
+from kai.reconcilers.volume_binding import select_node
 
 log = logging.getLogger("kai.binder")
 
@@ -243,6 +245,10 @@ class Binder:
             waiting_or_failed = self._share_gpus(pod, spec, node)
             if waiting_or_failed != "":
                 return waiting_or_failed
+        if pod_claims(pod.get("spec") or {}, pod_name):
+            failed = select_node(self.kube, pod, node)  # a provisioner waits for the node
+            if failed:
+                return failed
         return self._post_binding(ns, pod_name, node, rtype)
 
     def _share_gpus(self, pod: dict[str, Any], spec: dict[str, Any], node: str) -> str | None:

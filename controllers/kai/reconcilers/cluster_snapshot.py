@@ -3,7 +3,8 @@
 ``kai snapshot`` writes one from a cluster, the live scheduler writes one on demand, and
 ``kai simulate --snapshot``, ``kai explain``, ``kai queues`` and ``kai plan`` read one. The file
 holds the raw objects the scheduler's informers list (nodes, pods, PodGroups, Queues,
-BindRequests, Topologies, PriorityClasses and the scheduler ConfigMap), so a snapshot is turned
+BindRequests, Topologies, PriorityClasses, PersistentVolumeClaims, PersistentVolumes,
+StorageClasses and the scheduler ConfigMap), so a snapshot is turned
 into the core's input by the very code of the live scheduler
 (:class:`~kai.reconcilers.snapshot_builder.SnapshotBuilder`), at the capture time.
 
@@ -16,11 +17,13 @@ Format (JSON; docs/explain.md)::
     schedulerName: kai-scheduler
     configMap: kai-scheduler/kai-scheduler-config
     objects: {nodes: [...], pods: [...], podgroups: [...], queues: [...], bindrequests: [...],
-              topologies: [...], priorityclasses: [...], configmaps: [...]}
+              topologies: [...], priorityclasses: [...], configmaps: [...],
+              persistentvolumeclaims: [...], persistentvolumes: [...], storageclasses: [...]}
 
-Never included: Secrets (never read), container environment, commands, arguments, volumes and
-image pull secrets of pods, ``managedFields`` and ``kubectl.kubernetes.io/last-applied-
-configuration`` (which may carry any of those).
+Never included: Secrets (never read), container environment, commands, arguments, volumes (but
+the names of the PersistentVolumeClaims they use) and image pull secrets of pods,
+``managedFields`` and ``kubectl.kubernetes.io/last-applied-configuration`` (which may carry any
+of those).
 """
 
 from __future__ import annotations
@@ -34,6 +37,7 @@ from pathlib import Path
 from typing import Any
 
 from kai.reconcilers.snapshot_builder import BuiltSnapshot, SnapshotBuilder, parse_time
+from kai.reconcilers.volume_claims import VolumeIndex
 from kai.scheduler.snapshot import SchedulerConfig
 
 API_VERSION = "kai.scheduler/v1alpha1"
@@ -48,6 +52,9 @@ KINDS = (
     "topologies",
     "priorityclasses",
     "configmaps",
+    "persistentvolumeclaims",
+    "persistentvolumes",
+    "storageclasses",
 )
 DEFAULT_CONFIG_MAP = "kai-scheduler/kai-scheduler-config"
 _LAST_APPLIED = "kubectl.kubernetes.io/last-applied-configuration"
@@ -115,6 +122,11 @@ class ClusterSnapshot:
             topologies=o.get("topologies", []),
             priority_classes=o.get("priorityclasses", []),
             now=self.captured_at,
+            volumes=VolumeIndex(
+                o.get("persistentvolumeclaims", []),
+                o.get("persistentvolumes", []),
+                o.get("storageclasses", []),
+            ),
         )
 
 
@@ -133,6 +145,9 @@ def sanitize(kind: str, obj: Mapping[str, Any]) -> dict[str, Any]:
     out["metadata"] = md
     if kind == "pods" and isinstance(out.get("spec"), dict):
         spec = {k: v for k, v in out["spec"].items() if k not in _DROPPED_POD_SPEC}
+        claims = _claim_volumes(out["spec"].get("volumes"))
+        if claims:
+            spec["volumes"] = claims
         for key in ("containers", "initContainers"):
             if isinstance(spec.get(key), list):
                 spec[key] = [
@@ -143,6 +158,26 @@ def sanitize(kind: str, obj: Mapping[str, Any]) -> dict[str, Any]:
         out["spec"] = spec
     if kind == "configmaps":
         out.pop("binaryData", None)
+    return out
+
+
+def _claim_volumes(volumes: Any) -> list[dict[str, Any]]:
+    """Of a pod's volumes, only what names a PersistentVolumeClaim (the scheduler's volume
+    filter reads it): a claim's name, or that a generic ephemeral volume is there."""
+    out: list[dict[str, Any]] = []
+    for volume in volumes if isinstance(volumes, list) else []:
+        if not isinstance(volume, dict):
+            continue
+        claim = volume.get("persistentVolumeClaim")
+        if isinstance(claim, dict) and claim.get("claimName"):
+            out.append(
+                {
+                    "name": volume.get("name"),
+                    "persistentVolumeClaim": {"claimName": claim["claimName"]},
+                }
+            )
+        elif volume.get("ephemeral") is not None:
+            out.append({"name": volume.get("name"), "ephemeral": {}})
     return out
 
 
@@ -165,7 +200,10 @@ def capture(
         PODGROUPS,
         PODS,
         PRIORITY_CLASSES,
+        PVCS,
+        PVS,
         QUEUES,
+        STORAGE_CLASSES,
         TOPOLOGIES,
     )
 
@@ -177,6 +215,9 @@ def capture(
         "bindrequests": BIND_REQUESTS,
         "topologies": TOPOLOGIES,
         "priorityclasses": PRIORITY_CLASSES,
+        "persistentvolumeclaims": PVCS,
+        "persistentvolumes": PVS,
+        "storageclasses": STORAGE_CLASSES,
     }
     snap = ClusterSnapshot(captured_at=now(), scheduler_name=scheduler_name, config_map=config_map)
     for kind, res in resources.items():

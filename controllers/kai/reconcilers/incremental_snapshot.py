@@ -31,7 +31,7 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from kai.api.gpu_request import GPU_RESOURCE
 from kai.reconcilers.snapshot_builder import (
@@ -43,6 +43,7 @@ from kai.reconcilers.snapshot_builder import (
     PodInfo,
     SkippedObject,
     SnapshotBuilder,
+    _attach_volumes,
     _mapping,
     _parse_queues,
     _parse_topologies,
@@ -56,6 +57,9 @@ from kai.reconcilers.snapshot_builder import (
 )
 from kai.scheduler.sharing_modes import node_sharing_modes
 from kai.scheduler.snapshot import JobSpec, NodeSpec, Snapshot, TaskSpec, TaskStatus
+
+if TYPE_CHECKING:
+    from kai.reconcilers.volume_claims import VolumeIndex
 
 Key = tuple[str, str]  # (namespace or "", name)
 KINDS = ("pods", "nodes", "podgroups", "queues", "bindrequests", "topologies", "priorityclasses")
@@ -142,9 +146,12 @@ class IncrementalSnapshot:
         builder: SnapshotBuilder,
         sources: Mapping[str, Source],
         extra_bind_requests: Callable[[], Mapping[Key, dict[str, Any]]] | None = None,
+        volumes: Callable[[], VolumeIndex] | None = None,
     ) -> None:
         self.builder = builder
         self.sources = sources
+        # the claims, volumes and classes of the moment (read whole each cycle: few objects)
+        self.volumes = volumes
         # BindRequests created by the scheduler that the informer does not show yet
         self.extra_bind_requests = extra_bind_requests or dict
         self._lock = threading.Lock()
@@ -172,6 +179,9 @@ class IncrementalSnapshot:
         self._out_jobs: dict[Key, JobSpec] = {}
         self._out_podgroups: dict[str, dict[str, Any]] = {}  # job uid -> PodGroup
         self._out_groups: dict[Key, tuple[tuple[str, tuple[str, ...]], ...]] = {}
+        # jobs with a task whose pod uses PersistentVolumeClaims: their volume constraints are
+        # derived again every cycle (a claim or volume changes without any pod changing)
+        self._claim_jobs: dict[Key, tuple[str, dict[str, PodInfo]]] = {}  # (job uid, pods)
         # the snapshot's sorted lists, and where each job / node is in them (None: to sort)
         self._job_list: list[JobSpec] | None = None
         self._job_at: dict[Key, int] = {}
@@ -608,10 +618,14 @@ class IncrementalSnapshot:
         if old is not None:
             self._out_podgroups.pop(old.uid, None)
         self._out_groups.pop(key, None)
+        self._claim_jobs.pop(key, None)
         job = unit.job if unit is not None else None
         if job is not None:
             assert unit is not None and unit.pg is not None
             self._out_jobs[key] = job
+            claims = self._claims_of(job)
+            if claims:
+                self._claim_jobs[key] = (job.uid, claims)
             if old is not None and self._job_list is not None:
                 self._job_list[self._job_at[key]] = job
             self._out_podgroups[job.uid] = unit.pg
@@ -619,6 +633,39 @@ class IncrementalSnapshot:
                 self._out_groups[key] = unit.groups
         if (old is None) != (job is None):
             self._job_list = None
+
+    def _claims_of(self, job: JobSpec) -> dict[str, PodInfo]:
+        """The parsed pods (by task uid) of ``job``'s tasks that use PersistentVolumeClaims."""
+        found: dict[str, PodInfo] = {}
+        for task in job.tasks:
+            entry = self._pods.get((task.namespace, task.name))
+            info = entry.info if entry is not None else None
+            if isinstance(info, PodInfo) and info.claims:
+                found[task.uid] = info
+        return found
+
+    def _with_volumes(self, built: BuiltSnapshot, problems: list[SkippedObject]) -> None:
+        """The volume constraints of the jobs whose pods use claims, as ``SnapshotBuilder.build``
+        attaches them, on copies (the kept JobSpecs are shared between cycles)."""
+        if not self._claim_jobs or self.volumes is None:
+            return
+        index = self.volumes()
+        jobs = built.snapshot.jobs
+        at = {job.uid: i for i, job in enumerate(jobs)}
+        dropped: set[str] = set()
+        for job_uid, claims in self._claim_jobs.values():
+            if job_uid not in at:
+                continue
+            copy = _shallow_copy(jobs[at[job_uid]])
+            copy.tasks = [_shallow_copy(t) for t in copy.tasks]
+            parsed = {uid: (None, None, info) for uid, info in claims.items()}
+            kept = _attach_volumes(parsed, [copy], built, index, problems)
+            if kept:
+                jobs[at[job_uid]] = kept[0]
+            else:
+                dropped.add(job_uid)
+        if dropped:
+            built.snapshot.jobs = [j for j in jobs if j.uid not in dropped]
 
     def _result(self, now: float | None) -> BuiltSnapshot:
         """The parts kept up to date, copied: the core and the caller may keep them."""
@@ -645,7 +692,7 @@ class IncrementalSnapshot:
             topologies=list(topologies),
             config=b.config,
         )
-        return BuiltSnapshot(
+        built = BuiltSnapshot(
             snapshot=snapshot,
             problems=[*self._out_problems.values(), *queue_problems, *topology_problems],
             pods=dict(self._out_pods),
@@ -655,6 +702,8 @@ class IncrementalSnapshot:
             ungrouped=[e.obj for e in sorted(self._out_waiting.values(), key=_seq)],
             existing_groups=existing,
         )
+        self._with_volumes(built, built.problems)
+        return built
 
 
 def _seq(entry: _PodEntry) -> int:

@@ -46,7 +46,10 @@ from kai.kube.resources import (
     PODGROUPS,
     PODS,
     PRIORITY_CLASSES,
+    PVCS,
+    PVS,
     QUEUES,
+    STORAGE_CLASSES,
     TOPOLOGIES,
 )
 from kai.kube.writes import create_if_absent, delete_if_present, patch_if_changed
@@ -65,6 +68,7 @@ from kai.reconcilers.snapshot_builder import (
     bind_request_live,
     parse_time,
 )
+from kai.reconcilers.volume_claims import VolumeIndex
 from kai.scheduler.errors import UnsupportedActionError
 from kai.scheduler.jobs import DEFAULT_PODSET, build_subgroup_tree
 from kai.scheduler.reasons import (
@@ -151,7 +155,20 @@ def make_informers(kube: Kube, scheduler_name: str, config_map: str = CONFIG_MAP
     informers.add("bindrequests", BIND_REQUESTS)
     informers.add("topologies", TOPOLOGIES)
     informers.add("priorityclasses", PRIORITY_CLASSES)
+    # PersistentVolumeClaims, their volumes and classes: the volume-binding filter
+    informers.add("persistentvolumeclaims", PVCS)
+    informers.add("persistentvolumes", PVS)
+    informers.add("storageclasses", STORAGE_CLASSES)
     return informers
+
+
+def volume_index(informers: InformerSet) -> VolumeIndex:
+    """The claims, volumes and classes of the informer caches, for the volume-binding filter."""
+    return VolumeIndex(
+        informers["persistentvolumeclaims"].items(),
+        informers["persistentvolumes"].items(),
+        informers["storageclasses"].items(),
+    )
 
 
 def config_from_configmap(cm: dict[str, Any], node_pool: str = "") -> SchedulerConfig:
@@ -207,6 +224,7 @@ class Scheduler:
             self.builder,
             {k: informers[k] for k in SNAPSHOT_KINDS if k in informers.informers},
             self._in_flight,
+            volumes=lambda: volume_index(informers),
         )
         for kind in informers.informers:
             informers[kind].add_handler(self._on_change(kind))
@@ -302,7 +320,17 @@ class Scheduler:
         inf = self.informers
         caches: dict[str, list[dict[str, Any]]] = {
             kind: inf[kind].items()
-            for kind in ("pods", "nodes", "podgroups", "queues", "topologies", "priorityclasses")
+            for kind in (
+                "pods",
+                "nodes",
+                "podgroups",
+                "queues",
+                "topologies",
+                "priorityclasses",
+                "persistentvolumeclaims",
+                "persistentvolumes",
+                "storageclasses",
+            )
         }
         caches["bindrequests"] = self._bind_request_view()
         caches["config"] = inf["config"].items() if "config" in inf.informers else []

@@ -29,7 +29,7 @@ import time
 from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from kai.api.duration import DurationError
 from kai.api.duration import parse_duration as _parse_go_duration
@@ -58,6 +58,8 @@ from kai.scheduler.snapshot import (
     Toleration,
     TopologyConstraint,
     TopologySpec,
+    WeightedNodeTerm,
+    WeightedPodAffinityTerm,
 )
 
 POD_GROUP_ANNOTATION = "pod-group-name"
@@ -70,6 +72,9 @@ STALE_SINCE = "kai.scheduler/stale-podgroup-timestamp"
 RESERVATION_NAMESPACE = "kai-resource-reservation"
 DEFAULT_PRIORITY = 50
 NON_PREEMPTIBLE_THRESHOLD = 100
+if TYPE_CHECKING:
+    from kai.reconcilers.volume_claims import VolumeIndex
+
 _SKIPPED_RESOURCES = frozenset({"cpu", "memory", "pods", "ephemeral-storage", GPU_RESOURCE})
 
 
@@ -175,6 +180,10 @@ class PodInfo:
     created_at: float
     gpu_groups: tuple[str, ...] = ()
     host_ports: tuple[tuple[str, str, int], ...] = ()
+    preferred_node_affinity: tuple[WeightedNodeTerm, ...] = ()
+    preferred_pod_affinity: tuple[WeightedPodAffinityTerm, ...] = ()
+    preferred_pod_anti_affinity: tuple[WeightedPodAffinityTerm, ...] = ()
+    claims: tuple[str, ...] = ()  # names of the PersistentVolumeClaims its volumes use
 
 
 def _pod_requests(spec: Mapping[str, Any], pod: str) -> dict[str, float]:
@@ -210,33 +219,106 @@ def _pod_requests(spec: Mapping[str, Any], pod: str) -> dict[str, float]:
 def _selector_terms(spec: Mapping[str, Any]) -> tuple[NodeSelectorTerm, ...]:
     affinity = _mapping(_mapping(spec.get("affinity")).get("nodeAffinity"))
     required = _mapping(affinity.get("requiredDuringSchedulingIgnoredDuringExecution"))
-    terms = []
-    for term in required.get("nodeSelectorTerms") or []:
-        reqs = []
-        for expr in _mapping(term).get("matchExpressions") or []:
-            expr = _mapping(expr)
-            op = str(expr.get("operator") or "")
-            if op not in ("In", "NotIn", "Exists", "DoesNotExist", "Gt", "Lt"):
-                raise ObjectError(
-                    "spec.affinity.nodeAffinity", f"unknown operator {op!r} in a node selector"
-                )
+    return node_selector_terms(required, "spec.affinity.nodeAffinity")
+
+
+def node_selector_terms(selector: Mapping[str, Any], where: str) -> tuple[NodeSelectorTerm, ...]:
+    """The terms of a Kubernetes NodeSelector (``nodeSelectorTerms``) at ``where``."""
+    return tuple(
+        _node_selector_term(_mapping(term), where)
+        for term in selector.get("nodeSelectorTerms") or []
+    )
+
+
+def _node_selector_term(term: Mapping[str, Any], where: str) -> NodeSelectorTerm:
+    reqs = []
+    for expr in term.get("matchExpressions") or []:
+        expr = _mapping(expr)
+        op = str(expr.get("operator") or "")
+        if op not in ("In", "NotIn", "Exists", "DoesNotExist", "Gt", "Lt"):
+            raise ObjectError(where, f"unknown operator {op!r} in a node selector")
+        reqs.append(
+            Requirement(
+                str(expr.get("key") or ""), op, tuple(str(v) for v in expr.get("values") or [])
+            )
+        )
+    for expr in term.get("matchFields") or []:
+        expr = _mapping(expr)
+        if expr.get("key") == "metadata.name":
             reqs.append(
                 Requirement(
-                    str(expr.get("key") or ""), op, tuple(str(v) for v in expr.get("values") or [])
+                    "kubernetes.io/hostname",
+                    str(expr.get("operator") or "In"),
+                    tuple(str(v) for v in expr.get("values") or []),
                 )
             )
-        for expr in _mapping(term).get("matchFields") or []:
-            expr = _mapping(expr)
-            if expr.get("key") == "metadata.name":
-                reqs.append(
-                    Requirement(
-                        "kubernetes.io/hostname",
-                        str(expr.get("operator") or "In"),
-                        tuple(str(v) for v in expr.get("values") or []),
-                    )
-                )
-        terms.append(NodeSelectorTerm(tuple(reqs)))
-    return tuple(terms)
+    return NodeSelectorTerm(tuple(reqs))
+
+
+def _weight(term: Mapping[str, Any], where: str) -> int:
+    weight = term.get("weight")
+    if isinstance(weight, bool) or not isinstance(weight, int) or not 1 <= weight <= 100:
+        raise ObjectError(f"{where}.weight", f"must be an integer from 1 to 100, not {weight!r}")
+    return weight
+
+
+def _preferred_node_terms(spec: Mapping[str, Any]) -> tuple[WeightedNodeTerm, ...]:
+    affinity = _mapping(_mapping(spec.get("affinity")).get("nodeAffinity"))
+    out = []
+    for index, raw in enumerate(
+        affinity.get("preferredDuringSchedulingIgnoredDuringExecution") or []
+    ):
+        term = _mapping(raw)
+        where = (
+            f"spec.affinity.nodeAffinity.preferredDuringSchedulingIgnoredDuringExecution[{index}]"
+        )
+        weight = _weight(term, where)
+        preference = _node_selector_term(_mapping(term.get("preference")), f"{where}.preference")
+        out.append(WeightedNodeTerm(weight, preference))
+    return tuple(out)
+
+
+def _preferred_pod_terms(spec: Mapping[str, Any], kind: str) -> tuple[WeightedPodAffinityTerm, ...]:
+    section = _mapping(_mapping(spec.get("affinity")).get(kind))
+    out = []
+    for index, raw in enumerate(
+        section.get("preferredDuringSchedulingIgnoredDuringExecution") or []
+    ):
+        term = _mapping(raw)
+        where = f"spec.affinity.{kind}.preferredDuringSchedulingIgnoredDuringExecution[{index}]"
+        weight = _weight(term, where)
+        out.append(
+            WeightedPodAffinityTerm(
+                weight, _pod_term(_mapping(term.get("podAffinityTerm")), f"{where}.podAffinityTerm")
+            )
+        )
+    return tuple(out)
+
+
+def _pod_term(term: Mapping[str, Any], where: str) -> PodAffinityTerm:
+    raw = term.get("labelSelector")
+    labels, expressions = _label_selector(raw, f"{where}.labelSelector")
+    return PodAffinityTerm(
+        str(term.get("topologyKey") or ""),
+        labels,
+        expressions,
+        # no selector at all selects no pod (an empty one selects every pod)
+        selects_nothing=raw is None,
+    )
+
+
+def pod_claims(spec: Mapping[str, Any], pod_name: str) -> tuple[str, ...]:
+    """Names of the PersistentVolumeClaims the pod's volumes use: ``persistentVolumeClaim``
+    volumes, and generic ephemeral volumes (their claim is ``<pod>-<volume>``)."""
+    out = []
+    for volume in spec.get("volumes") or []:
+        volume = _mapping(volume)
+        claim = _mapping(volume.get("persistentVolumeClaim")).get("claimName")
+        if claim:
+            out.append(str(claim))
+        elif volume.get("ephemeral") is not None and volume.get("name"):
+            out.append(f"{pod_name}-{volume['name']}")
+    return tuple(out)
 
 
 def _label_selector(
@@ -268,23 +350,14 @@ def _label_selector(
 
 def _affinity_terms(spec: Mapping[str, Any], kind: str) -> tuple[PodAffinityTerm, ...]:
     section = _mapping(_mapping(spec.get("affinity")).get(kind))
-    out = []
     terms = section.get("requiredDuringSchedulingIgnoredDuringExecution") or []
-    for index, term in enumerate(terms):
-        term = _mapping(term)
-        where = f"spec.affinity.{kind}.requiredDuringSchedulingIgnoredDuringExecution[{index}]"
-        raw = term.get("labelSelector")
-        labels, expressions = _label_selector(raw, f"{where}.labelSelector")
-        out.append(
-            PodAffinityTerm(
-                str(term.get("topologyKey") or ""),
-                labels,
-                expressions,
-                # no selector at all selects no pod (an empty one selects every pod)
-                selects_nothing=raw is None,
-            )
+    return tuple(
+        _pod_term(
+            _mapping(term),
+            f"spec.affinity.{kind}.requiredDuringSchedulingIgnoredDuringExecution[{index}]",
         )
-    return tuple(out)
+        for index, term in enumerate(terms)
+    )
 
 
 def _host_ports(spec: Mapping[str, Any]) -> tuple[tuple[str, str, int], ...]:
@@ -371,6 +444,10 @@ def parse_pod(pod: dict[str, Any]) -> PodInfo:
         created_at=parse_time(md.get("creationTimestamp")) or 0.0,
         gpu_groups=tuple(groups),
         host_ports=_host_ports(spec),
+        preferred_node_affinity=_preferred_node_terms(spec),
+        preferred_pod_affinity=_preferred_pod_terms(spec, "podAffinity"),
+        preferred_pod_anti_affinity=_preferred_pod_terms(spec, "podAntiAffinity"),
+        claims=pod_claims(spec, name),
     )
 
 
@@ -786,6 +863,7 @@ class SnapshotBuilder:
         topologies: Iterable[dict[str, Any]] = (),
         priority_classes: Iterable[dict[str, Any]] = (),
         now: float | None = None,
+        volumes: VolumeIndex | None = None,
     ) -> BuiltSnapshot:
         problems: list[SkippedObject] = []
         built = BuiltSnapshot(snapshot=Snapshot(now=0.0, nodes=[], queues=[], jobs=[]))
@@ -809,6 +887,7 @@ class SnapshotBuilder:
                 node_spec.sharing_modes = allowed
         node_names = {n.name for n in node_specs}
         jobs = _assemble_jobs(parsed_jobs, pod_tasks.by_group, node_names, built)
+        jobs = _attach_volumes(self._pods, jobs, built, volumes, problems)
         built.snapshot = Snapshot(
             now=time.time() if now is None else now,
             nodes=sorted(node_specs, key=lambda n: n.name),
@@ -1013,7 +1092,46 @@ def _task(
         created_at=info.created_at,
         namespace=ns,
         host_ports=info.host_ports,
+        preferred_node_affinity=info.preferred_node_affinity,
+        preferred_pod_affinity=info.preferred_pod_affinity,
+        preferred_pod_anti_affinity=info.preferred_pod_anti_affinity,
     )
+
+
+def _attach_volumes(
+    parsed: Mapping[str, tuple[Any, Any, PodInfo | ObjectError]],
+    jobs: list[JobSpec],
+    built: BuiltSnapshot,
+    volumes: VolumeIndex | None,
+    problems: list[SkippedObject],
+) -> list[JobSpec]:
+    """Each task whose pod uses PersistentVolumeClaims gets its
+    :class:`~kai.scheduler.snapshot.VolumeConstraint` (see
+    :mod:`kai.reconcilers.volume_claims`; no index: no claim exists); a pod whose volume cannot
+    be read is left out (with its job, when it was the job's only task) and reported."""
+    from kai.reconcilers.volume_claims import VolumeIndex
+
+    index = volumes if volumes is not None else VolumeIndex()
+    kept: list[JobSpec] = []
+    for job in jobs:
+        tasks = []
+        for task in job.tasks:
+            hit = parsed.get(task.uid)
+            info = hit[2] if hit is not None else None
+            if isinstance(info, PodInfo) and info.claims:
+                try:
+                    task.volumes = index.constraint(task.namespace, info.claims)
+                except ObjectError as exc:
+                    pod = built.pods.pop(task.uid, None)
+                    problems.append(SkippedObject(pod or {}, exc.field, exc.message))
+                    continue
+            tasks.append(task)
+        if tasks:
+            job.tasks = tasks
+            kept.append(job)
+        else:
+            built.podgroups.pop(job.uid, None)
+    return kept
 
 
 def _labels_of(obj: Mapping[str, Any]) -> Mapping[str, Any]:

@@ -166,6 +166,30 @@ def _affinity(term: model.AffinityTerm | None) -> tuple[core.PodAffinityTerm, ..
     return (core.PodAffinityTerm(topology_key=term.topology_key, match_labels=term.match_labels),)
 
 
+def _node_term(term: model.NodeAffinity) -> core.NodeSelectorTerm:
+    return core.NodeSelectorTerm(
+        requirements=(core.Requirement(key=term.key, operator="In", values=term.values),)
+    )
+
+
+def _preferred_nodes(terms: tuple[model.Preferred, ...]) -> tuple[core.WeightedNodeTerm, ...]:
+    return tuple(
+        core.WeightedNodeTerm(p.weight, _node_term(p.term))
+        for p in terms
+        if isinstance(p.term, model.NodeAffinity)
+    )
+
+
+def _preferred_pods(
+    terms: tuple[model.Preferred, ...],
+) -> tuple[core.WeightedPodAffinityTerm, ...]:
+    return tuple(
+        core.WeightedPodAffinityTerm(p.weight, _affinity(p.term)[0])
+        for p in terms
+        if isinstance(p.term, model.AffinityTerm)
+    )
+
+
 def _task(
     task: model.Task,
     state: TaskState,
@@ -175,10 +199,7 @@ def _task(
 ) -> core.TaskSpec:
     node_affinity: tuple[core.NodeSelectorTerm, ...] = ()
     if task.node_affinity is not None:
-        requirement = core.Requirement(
-            key=task.node_affinity.key, operator="In", values=task.node_affinity.values
-        )
-        node_affinity = (core.NodeSelectorTerm(requirements=(requirement,)),)
+        node_affinity = (_node_term(task.node_affinity),)
     return core.TaskSpec(
         uid=task.name,
         name=task.name,
@@ -197,6 +218,9 @@ def _task(
         node_affinity=node_affinity,
         pod_affinity=_affinity(task.pod_affinity),
         pod_anti_affinity=_affinity(task.pod_anti_affinity),
+        preferred_node_affinity=_preferred_nodes(task.preferred_node_affinity),
+        preferred_pod_affinity=_preferred_pods(task.preferred_pod_affinity),
+        preferred_pod_anti_affinity=_preferred_pods(task.preferred_pod_anti_affinity),
         created_at=created_at,
         namespace=namespace,
     )

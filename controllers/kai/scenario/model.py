@@ -152,6 +152,14 @@ class NodeAffinity:
 
 
 @dataclass(frozen=True)
+class Preferred:
+    """A preferred (soft) term and its weight (1-100): a NodeAffinity or an AffinityTerm."""
+
+    weight: int
+    term: NodeAffinity | AffinityTerm
+
+
+@dataclass(frozen=True)
 class Task:
     name: str
     job: str
@@ -165,6 +173,10 @@ class Task:
     labels: dict[str, str]
     pod_affinity: AffinityTerm | None
     pod_anti_affinity: AffinityTerm | None
+    # kai extensions: preferred (soft) terms, scored
+    preferred_node_affinity: tuple[Preferred, ...] = ()
+    preferred_pod_affinity: tuple[Preferred, ...] = ()
+    preferred_pod_anti_affinity: tuple[Preferred, ...] = ()
 
 
 @dataclass(frozen=True)

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kai.scenario import model
-from kai.scenario.field_checks import Checker, describe, is_number
+from kai.scenario.field_checks import Checker, describe, is_integer, is_number
 from kai.scenario.source import Path, format_path
 
 _TASK_OPTIONAL = (
@@ -19,7 +19,11 @@ _TASK_OPTIONAL = (
     "labels",
     "podAffinity",
     "podAntiAffinity",
+    "preferredNodeAffinity",
+    "preferredPodAffinity",
+    "preferredPodAntiAffinity",
 )
+_PREFERRED = ("preferredNodeAffinity", "preferredPodAffinity", "preferredPodAntiAffinity")
 _GPU_FORMS = ("gpus", "gpuFraction", "gpuMemoryMiB")
 
 
@@ -83,6 +87,12 @@ def check_task(
     terms: dict[str, model.AffinityTerm | None] = {}
     for key in ("podAffinity", "podAntiAffinity"):
         terms[key] = _check_pod_affinity(c, spec[key], (*path, key)) if key in spec else None
+    preferred = {
+        key: _check_preferred(c, spec[key], (*path, key), key == "preferredNodeAffinity")
+        if key in spec
+        else ()
+        for key in _PREFERRED
+    }
     if (
         not good
         or name is None
@@ -94,6 +104,7 @@ def check_task(
         or ("nodeAffinity" in spec and affinity is None)
         or labels is None
         or any(key in spec and terms[key] is None for key in terms)
+        or any(found is None for found in preferred.values())
     ):
         return None
     return model.Task(
@@ -109,6 +120,9 @@ def check_task(
         labels=dict(labels),
         pod_affinity=terms["podAffinity"],
         pod_anti_affinity=terms["podAntiAffinity"],
+        preferred_node_affinity=preferred["preferredNodeAffinity"] or (),
+        preferred_pod_affinity=preferred["preferredPodAffinity"] or (),
+        preferred_pod_anti_affinity=preferred["preferredPodAntiAffinity"] or (),
     )
 
 
@@ -357,6 +371,12 @@ def _check_node_affinity(c: Checker, value: Any, path: Path) -> model.NodeAffini
     spec = c.mapping(value, path, ("key", "operator", "values"))
     if spec is None:
         return None
+    return _node_affinity_fields(c, spec, path)
+
+
+def _node_affinity_fields(
+    c: Checker, spec: dict[str, Any], path: Path
+) -> model.NodeAffinity | None:
     key = c.string(spec["key"], (*path, "key")) if "key" in spec else None
     operator = (
         c.choice(spec["operator"], (*path, "operator"), ("In",)) if "operator" in spec else None
@@ -371,10 +391,47 @@ def _check_node_affinity(c: Checker, value: Any, path: Path) -> model.NodeAffini
     return model.NodeAffinity(key=key, values=tuple(values))
 
 
+def _check_preferred(
+    c: Checker, value: Any, path: Path, node: bool
+) -> tuple[model.Preferred, ...] | None:
+    """A list of preferred terms: ``{weight, <a nodeAffinity or podAffinity term's keys>}``."""
+    items = c.sequence(value, path, non_empty=True)
+    if items is None:
+        return None
+    out: list[model.Preferred] = []
+    ok = True
+    term_keys = ("key", "operator", "values") if node else ("topologyKey", "matchLabels")
+    for index, item in enumerate(items):
+        where = (*path, index)
+        spec = c.mapping(item, where, ("weight", *term_keys))
+        if spec is None:
+            ok = False
+            continue
+        raw: Any = spec.get("weight")
+        weight: int | None = int(raw) if is_integer(raw) and 1 <= raw <= 100 else None
+        if "weight" in spec and weight is None:
+            c.fail((*where, "weight"), f"must be an integer from 1 to 100, got {describe(raw)}")
+        term_value = {k: spec[k] for k in term_keys if k in spec}
+        term: model.NodeAffinity | model.AffinityTerm | None = (
+            _node_affinity_fields(c, term_value, where)
+            if node
+            else _pod_affinity_fields(c, term_value, where)
+        )
+        if weight is None or term is None:
+            ok = False
+            continue
+        out.append(model.Preferred(weight=weight, term=term))
+    return tuple(out) if ok else None
+
+
 def _check_pod_affinity(c: Checker, value: Any, path: Path) -> model.AffinityTerm | None:
     spec = c.mapping(value, path, ("topologyKey", "matchLabels"))
     if spec is None:
         return None
+    return _pod_affinity_fields(c, spec, path)
+
+
+def _pod_affinity_fields(c: Checker, spec: dict[str, Any], path: Path) -> model.AffinityTerm | None:
     key = c.string(spec["topologyKey"], (*path, "topologyKey")) if "topologyKey" in spec else None
     labels = (
         c.string_map(spec["matchLabels"], (*path, "matchLabels")) if "matchLabels" in spec else None

@@ -22,7 +22,9 @@ every filter, per changed row, in :mod:`kai.scheduler.placement`.
 
 A :class:`NodeScorer` returns a score per node (a float vector, multiplied by its weight, or a
 boolean vector, worth its weight where true); the scores are summed in registry order and the
-best node is the ``argmax`` (ties to the lowest node name).
+best node is the ``argmax`` (ties to the lowest node name). A :class:`TaskScorer` is to a
+node scorer what a task filter is to a node filter: its scores depend on where other tasks are
+(preferred pod affinity), so they are added at every choice, on top of the class's.
 
 :attr:`Registry.job_order` is the one job order of every action and of the stability replay;
 :attr:`Registry.on_commit` hooks run after every commit; :attr:`Registry.victim_checks` say
@@ -64,6 +66,7 @@ __all__ = [
     "RowScore",
     "ScoreRows",
     "TaskFilter",
+    "TaskScorer",
     "VictimCheck",
 ]
 
@@ -146,6 +149,7 @@ class ClassView:
     request: FloatArray
     uses_gpu: bool  # whole GPUs, a shared GPU or a MIG instance
     shared: bool  # a shared (fractional or gpu-memory) GPU request
+    labels: LabelIndex  # node label values per key, cached for the session
 
 
 @dataclass(frozen=True, slots=True)
@@ -173,6 +177,22 @@ class NodeScorer:
     weight: float
     prepare: Callable[[ClassView], RowScore | None]
     class_key: Callable[[TaskSpec], Hashable] | None = None
+    enabled: Callable[[SchedulerConfig], bool] = _always
+
+
+@dataclass(frozen=True)
+class TaskScorer:
+    """A node-order plugin whose scores depend on the session's placements, evaluated at every
+    choice. ``active(session)`` says whether it can score anything in this session at all
+    (checked once, when the placement engine is built; an inactive scorer costs nothing);
+    ``scores(session, task)`` returns a score per node (multiplied by ``weight``), or None when
+    it has nothing to say about ``task``. Like a task filter, an active task scorer means that no
+    placement answers are shared between jobs alike."""
+
+    name: str
+    weight: float
+    active: Callable[[Session], bool]
+    scores: Callable[[Session, TaskInfo], FloatArray | None]
     enabled: Callable[[SchedulerConfig], bool] = _always
 
 
@@ -212,7 +232,7 @@ class Registry:
     :meth:`with_scorer` and :meth:`without`; the constructor checks the list."""
 
     filters: tuple[Filter, ...]
-    scorers: tuple[NodeScorer, ...]
+    scorers: tuple[NodeScorer | TaskScorer, ...]
     job_order: JobOrder = job_order_key
     on_commit: tuple[CommitHook, ...] = ()
     victim_checks: tuple[VictimCheck, ...] = ()
@@ -244,7 +264,7 @@ class Registry:
         filters.insert(self._position(filters, before), plugin)
         return replace(self, filters=tuple(filters))
 
-    def with_scorer(self, plugin: NodeScorer, before: str | None = None) -> Registry:
+    def with_scorer(self, plugin: NodeScorer | TaskScorer, before: str | None = None) -> Registry:
         scorers = list(self.scorers)
         scorers.insert(self._position(scorers, before), plugin)
         return replace(self, scorers=tuple(scorers))
@@ -255,7 +275,7 @@ class Registry:
     def with_victim_check(self, check: VictimCheck) -> Registry:
         return replace(self, victim_checks=(*self.victim_checks, check))
 
-    def _named(self) -> tuple[Filter | NodeScorer | CommitHook | VictimCheck, ...]:
+    def _named(self) -> tuple[Filter | NodeScorer | TaskScorer | CommitHook | VictimCheck, ...]:
         return (*self.filters, *self.scorers, *self.on_commit, *self.victim_checks)
 
     def without(self, *names: str) -> Registry:
@@ -280,7 +300,7 @@ class Registry:
         )
 
     @staticmethod
-    def _position(plugins: Sequence[Filter | NodeScorer], before: str | None) -> int:
+    def _position(plugins: Sequence[Filter | NodeScorer | TaskScorer], before: str | None) -> int:
         if before is None:
             return len(plugins)
         for i, plugin in enumerate(plugins):
@@ -296,6 +316,14 @@ class Registry:
     @property
     def task_filters(self) -> tuple[TaskFilter, ...]:
         return tuple(f for f in self.filters if isinstance(f, TaskFilter))
+
+    @property
+    def node_scorers(self) -> tuple[NodeScorer, ...]:
+        return tuple(s for s in self.scorers if isinstance(s, NodeScorer))
+
+    @property
+    def task_scorers(self) -> tuple[TaskScorer, ...]:
+        return tuple(s for s in self.scorers if isinstance(s, TaskScorer))
 
     @property
     def domain(self) -> DomainFilter:

@@ -102,9 +102,11 @@ class EqClass:
             self.memory = np.round(fraction * nodes.gpu_memory, 6)
         else:
             self.memory = np.zeros(size)
-        view = ClassView(nodes, session.config, spec, task.request, self.uses_gpu, self.shared)
+        view = ClassView(
+            nodes, session.config, spec, task.request, self.uses_gpu, self.shared, engine.labels
+        )
         self.scorers: list[tuple[float, RowScore]] = []
-        for scorer in engine.registry.scorers:
+        for scorer in engine.registry.node_scorers:
             row_score = scorer.prepare(view)
             if row_score is not None:
                 self.scorers.append((scorer.weight, row_score))
@@ -243,11 +245,13 @@ class PlacementEngine:
         self.codes = {name: code for code, name in enumerate(self.reason_names)}
         self.domain_code = self.codes[registry.domain.reason]
         self.task_filters = [f for f in registry.task_filters if f.active(session)]
-        #: True when some task filter can restrict a choice: then two tasks of one class may
-        #: get different answers, and nothing may be shared between jobs alike for placement
-        self.per_task_filters = bool(self.task_filters)
+        self.task_scorers = [s for s in registry.task_scorers if s.active(session)]
+        #: True when some task filter or task scorer can change a choice: then two tasks of one
+        #: class may get different answers, and nothing may be shared between jobs alike for
+        #: placement
+        self.per_task_filters = bool(self.task_filters or self.task_scorers)
         self._key_parts = [f.class_key for f in registry.node_filters if f.class_key is not None]
-        self._key_parts += [s.class_key for s in registry.scorers if s.class_key is not None]
+        self._key_parts += [s.class_key for s in registry.node_scorers if s.class_key is not None]
         self._classes: dict[tuple[object, ...], EqClass] = {}
         self._by_id: list[EqClass] = []
         # explanation dict (by identity; kept alive by the tuple) -> its message
@@ -289,6 +293,15 @@ class PlacementEngine:
                 out.append((code, ok))
         return out
 
+    def _task_scores(self, task: TaskInfo, key: FloatArray) -> FloatArray:
+        """``key`` plus every active task scorer's scores for ``task`` (nodes where the task
+        cannot go stay at -inf); ``key`` itself when none has anything to say."""
+        for plugin in self.task_scorers:
+            scores = plugin.scores(self.session, task)
+            if scores is not None:
+                key = key + (scores if plugin.weight == 1.0 else plugin.weight * scores)
+        return key
+
     def choose(self, task: TaskInfo, allowed: BoolArray | None = None) -> Choice | None:
         """The best node for ``task`` (within ``allowed`` nodes), or None when none fits."""
         cls = self.class_of(task)
@@ -303,6 +316,8 @@ class PlacementEngine:
                 for _, mask in masks[1:]:
                     ok = ok & mask
                 key = np.where(ok, key, NEG_INF)
+        if self.task_scorers:
+            key = self._task_scores(task, key)
         if key is cls.key and cls.full_at == cls.synced:
             return None  # nothing changed for this class since it last found no node
         while True:

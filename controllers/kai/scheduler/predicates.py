@@ -13,7 +13,7 @@ from collections.abc import Iterable, Sequence
 import numpy as np
 
 from kai.scheduler.nodes import NodeTable
-from kai.scheduler.resource_layout import BoolArray
+from kai.scheduler.resource_layout import BoolArray, FloatArray
 from kai.scheduler.selectors import value_matches
 from kai.scheduler.sharing_modes import sharing_mode
 from kai.scheduler.snapshot import (
@@ -22,6 +22,8 @@ from kai.scheduler.snapshot import (
     Taint,
     TaskSpec,
     Toleration,
+    VolumeConstraint,
+    WeightedNodeTerm,
 )
 
 NOT_READY = "node not ready"
@@ -32,6 +34,10 @@ POD_AFFINITY = "pod affinity mismatch"
 POD_ANTI_AFFINITY = "pod anti-affinity conflict"
 HOST_PORTS = "node(s) didn't have free ports for the requested pod ports"
 OUTSIDE_DOMAIN = "outside the allowed topology domain"
+# Kubernetes VolumeBinding's own texts where it has one
+VOLUME_CLAIM_MISSING = "pod's persistentvolumeclaim not found"
+VOLUME_CLAIM_UNBOUND = "pod has unbound immediate PersistentVolumeClaims"
+VOLUME_NODE_AFFINITY = "node(s) had volume node affinity conflict"
 MIG_ONLY = "MIG instances are only on MIG nodes with the mixed strategy"
 NO_SHARING_ON_MIG = "GPU sharing is not possible on a MIG node"
 NO_GPU_MEMORY = "node has no GPU memory figure for shared GPUs"
@@ -60,12 +66,28 @@ class LabelIndex:
     def __init__(self, nodes: NodeTable) -> None:
         self._nodes = nodes
         self._cache: dict[str, np.ndarray] = {}
+        self._domains: dict[str, tuple[np.ndarray, dict[str, int]]] = {}
 
     def values(self, key: str) -> np.ndarray:
         cached = self._cache.get(key)
         if cached is None:
             cached = np.array([labels.get(key) for labels in self._nodes.labels], dtype=object)
             self._cache[key] = cached
+        return cached
+
+    def domains(self, key: str) -> tuple[np.ndarray, dict[str, int]]:
+        """The nodes' values of ``key`` as codes (an int array, -1 where the label is missing)
+        and the code of each value: a score per value becomes a score per node in one
+        vectorised lookup."""
+        cached = self._domains.get(key)
+        if cached is None:
+            ids: dict[str, int] = {}
+            codes = np.fromiter(
+                (-1 if v is None else ids.setdefault(v, len(ids)) for v in self.values(key)),
+                dtype=np.int64,
+                count=len(self._nodes),
+            )
+            cached = self._domains[key] = (codes, ids)
         return cached
 
     def has(self, key: str) -> BoolArray:
@@ -92,6 +114,16 @@ def _requirement_mask(index: LabelIndex, req: Requirement) -> BoolArray:
     return np.fromiter((verdict[v] for v in values), dtype=bool, count=len(values))
 
 
+def _term_mask(index: LabelIndex, term: NodeSelectorTerm, size: int) -> BoolArray:
+    """Nodes whose labels satisfy every requirement of ``term`` (an empty term: none)."""
+    if not term.requirements:
+        return np.zeros(size, dtype=bool)
+    mask = np.ones(size, dtype=bool)
+    for req in term.requirements:
+        mask &= _requirement_mask(index, req)
+    return mask
+
+
 def affinity_mask(
     index: LabelIndex, selector: dict[str, str], terms: Sequence[NodeSelectorTerm], size: int
 ) -> BoolArray:
@@ -103,14 +135,39 @@ def affinity_mask(
     if terms:
         any_term = np.zeros(size, dtype=bool)
         for term in terms:
-            if not term.requirements:
-                continue
-            term_mask = np.ones(size, dtype=bool)
-            for req in term.requirements:
-                term_mask &= _requirement_mask(index, req)
-            any_term |= term_mask
+            if term.requirements:
+                any_term |= _term_mask(index, term, size)
         mask &= any_term
     return mask
+
+
+def preferred_node_score(
+    index: LabelIndex, terms: Sequence[WeightedNodeTerm], size: int
+) -> FloatArray:
+    """Kubernetes' NodeAffinity score: per node, the sum of the weights of the preferred terms
+    its labels satisfy (raw, not normalised, like KAI's use of Kubernetes' scores)."""
+    score = np.zeros(size, dtype=np.float64)
+    for weighted in terms:
+        score += np.where(_term_mask(index, weighted.term, size), float(weighted.weight), 0.0)
+    return score
+
+
+def volume_masks(
+    index: LabelIndex, volumes: VolumeConstraint, size: int
+) -> list[tuple[str, BoolArray]]:
+    """A claim that does not exist, or an unbound one of an immediate-binding class, keeps the
+    pod off every node; each bound volume's node affinity (terms ORed) must hold."""
+    out: list[tuple[str, BoolArray]] = []
+    if volumes.missing:
+        out.append((VOLUME_CLAIM_MISSING, np.zeros(size, dtype=bool)))
+    if volumes.unbound:
+        out.append((VOLUME_CLAIM_UNBOUND, np.zeros(size, dtype=bool)))
+    if volumes.node_affinity:
+        mask = np.ones(size, dtype=bool)
+        for terms in volumes.node_affinity:
+            mask &= affinity_mask(index, {}, terms, size)
+        out.append((VOLUME_NODE_AFFINITY, mask))
+    return out
 
 
 def taint_mask(nodes: NodeTable, tolerations: Sequence[Toleration]) -> BoolArray:

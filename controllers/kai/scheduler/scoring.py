@@ -1,7 +1,10 @@
 """Node scores, vectorised.
 
 Scores are summed; the scale constants keep the plugins in strict priority: gpusharingorder
-(1000) > nodeavailability (100) > resourcetype (10) > nodeplacement (at most 9).
+(1000) > nodeavailability (100) > resourcetype (10) > nodeplacement (at most 9). Kubernetes'
+own scores (preferred pod affinity in KAI; preferred node affinity here too) are multiplied by
+``K8S_PLUGINS`` (100,000), KAI's scale for them: a node that a pod prefers wins over every
+node that KAI's own plugins would rank higher, as long as the pod fits there.
 """
 
 from __future__ import annotations
@@ -10,6 +13,7 @@ import numpy as np
 
 from kai.scheduler.resource_layout import FloatArray
 
+K8S_PLUGINS = 100_000.0
 GPU_SHARING = 1000.0
 AVAILABILITY = 100.0
 RESOURCE_TYPE = 10.0

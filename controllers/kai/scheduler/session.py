@@ -107,6 +107,10 @@ class Session:
         self.uses_pod_affinity = any(
             t.spec.pod_affinity or t.spec.pod_anti_affinity for t in self.tasks.values()
         )
+        self.uses_preferred_pod_affinity = any(
+            t.spec.preferred_pod_affinity or t.spec.preferred_pod_anti_affinity
+            for t in self.tasks.values()
+        )
         self.placed_pods = PlacedPods()
         self.uses_host_ports = any(t.spec.host_ports for t in self.tasks.values())
         self.host_ports = HostPorts()
@@ -279,7 +283,7 @@ class Session:
         task.podset.count(old_status, -1)
         task.podset.count(status, +1)
         task.status, task.node, task.gpu_groups = status, node, gpu_groups
-        if self.uses_pod_affinity and old_node != node:
+        if (self.uses_pod_affinity or self.uses_preferred_pod_affinity) and old_node != node:
             self.placed_pods.move(task.spec, old_node, node)
         if self.uses_host_ports and old_node != node and task.spec.host_ports:
             self.host_ports.move(task.spec, old_node, node)

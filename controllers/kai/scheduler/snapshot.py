@@ -119,6 +119,41 @@ class PodAffinityTerm:
 
 
 @dataclass(frozen=True)
+class WeightedNodeTerm:
+    """A preferred node-affinity term (Kubernetes ``PreferredSchedulingTerm``): a node whose
+    labels satisfy every requirement of ``term`` gains ``weight`` (1-100)."""
+
+    weight: int
+    term: NodeSelectorTerm
+
+
+@dataclass(frozen=True)
+class WeightedPodAffinityTerm:
+    """A preferred pod (anti-)affinity term (Kubernetes ``WeightedPodAffinityTerm``): every
+    placed pod the term selects adds (affinity) or takes away (anti-affinity) ``weight``
+    (1-100) on the nodes of its ``topology_key`` domain."""
+
+    weight: int
+    term: PodAffinityTerm
+
+
+@dataclass(frozen=True)
+class VolumeConstraint:
+    """What a pod's PersistentVolumeClaims allow (the scheduler's part of Kubernetes
+    VolumeBinding).
+
+    ``node_affinity``: per bound PersistentVolume (and per unbound WaitForFirstConsumer claim
+    whose StorageClass lists ``allowedTopologies``) its node selector terms, ORed; the entries
+    are ANDed. ``missing``: names of claims that do not exist; ``unbound``: names of claims not
+    yet bound whose StorageClass binds immediately (the PV controller has to bind them first).
+    Either keeps the pod off every node."""
+
+    node_affinity: tuple[tuple[NodeSelectorTerm, ...], ...] = ()
+    missing: tuple[str, ...] = ()
+    unbound: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
 class TopologyConstraint:
     """Placement constraint of a job or subgroup; levels are node label keys or level aliases."""
 
@@ -153,6 +188,10 @@ class TaskSpec:
     namespace: str = ""
     # (protocol, hostIP, hostPort) of every container port with a hostPort; "" = every address
     host_ports: tuple[tuple[str, str, int], ...] = ()
+    preferred_node_affinity: tuple[WeightedNodeTerm, ...] = ()
+    preferred_pod_affinity: tuple[WeightedPodAffinityTerm, ...] = ()
+    preferred_pod_anti_affinity: tuple[WeightedPodAffinityTerm, ...] = ()
+    volumes: VolumeConstraint | None = None  # None: no PersistentVolumeClaim
 
 
 @dataclass

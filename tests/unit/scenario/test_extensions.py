@@ -1,6 +1,7 @@
 # ruff: noqa: E501
 """The kai extensions of the scenario format (docs/scenario-format.md, marked *extension*):
-``request.gpuDevices``, ``minSubGroup`` on jobs and inner subgroups, ``topologies[].aliases``.
+``request.gpuDevices``, ``minSubGroup`` on jobs and inner subgroups, ``topologies[].aliases``,
+the preferred (soft) affinity terms of tasks.
 
 Validity cases follow test_validity_rules.py: a case edits ``data/base.yaml`` (a valid file) and
 lists every line ``kai simulate`` must print, ``F`` standing for the file name.
@@ -23,10 +24,66 @@ from .conftest import document, job, node, task
 BASE = (Path(__file__).parent / "data" / "base.yaml").read_text()
 TOPO = "topologies:\n- name: topo\n  levels: [zone, rack]\n"
 SHARED = "request: {gpuFraction: 0.5,"
+PENDING = "    request: {gpus: 1,"
 RUNNING_SHARED = "    gpuGroups: [node0/0]\n    " + SHARED
 
 #: (id, [(old, new), ...] applied in order, each old text occurring once, expected lines)
 CASES: list[tuple[str, list[tuple[str, str]], list[str]]] = [
+    # --- preferredNodeAffinity / preferredPodAffinity / preferredPodAntiAffinity
+    (
+        "preferred_weight_zero",
+        [
+            (
+                PENDING,
+                "    preferredNodeAffinity: [{weight: 0, key: zone, operator: In, values: [a]}]\n"
+                + PENDING,
+            )
+        ],
+        [
+            "F:68:38: jobs[0].tasks[1].preferredNodeAffinity[0].weight: must be an integer from 1 to 100, got 0"
+        ],
+    ),
+    (
+        "preferred_weight_above_100",
+        [
+            (
+                PENDING,
+                "    preferredPodAffinity: [{weight: 101, topologyKey: zone, matchLabels: {a: b}}]\n"
+                + PENDING,
+            )
+        ],
+        [
+            "F:68:37: jobs[0].tasks[1].preferredPodAffinity[0].weight: must be an integer from 1 to 100, got 101"
+        ],
+    ),
+    (
+        "preferred_empty_list",
+        [(PENDING, "    preferredPodAntiAffinity: []\n" + PENDING)],
+        ["F:68:31: jobs[0].tasks[1].preferredPodAntiAffinity: must be a non-empty list"],
+    ),
+    (
+        "preferred_node_operator",
+        [
+            (
+                PENDING,
+                "    preferredNodeAffinity: [{weight: 5, key: zone, operator: NotIn, values: [a]}]\n"
+                + PENDING,
+            )
+        ],
+        [
+            "F:68:62: jobs[0].tasks[1].preferredNodeAffinity[0].operator: must be one of In, got 'NotIn'"
+        ],
+    ),
+    (
+        "preferred_weight_missing",
+        [
+            (
+                PENDING,
+                "    preferredPodAffinity: [{topologyKey: zone, matchLabels: {a: b}}]\n" + PENDING,
+            )
+        ],
+        ["F:68:28: jobs[0].tasks[1].preferredPodAffinity[0].weight: required key is missing"],
+    ),
     # --- request.gpuDevices
     (
         "gpu_devices_zero",
@@ -409,3 +466,32 @@ def test_a_placed_multi_device_task_holds_every_device(write_scenario: Callable[
     assert result["tasks"]["a0"]["gpuGroups"] == ["n0/0", "n0/1"]
     # devices 0, 1, 2 are used; only device 2 has nothing but releasing tasks on it
     assert result["nodes"] == {"n0": {"idleGpus": 1, "releasingGpus": 1}}
+
+
+def test_preferred_terms_reach_the_core(tmp_path: Path) -> None:
+    scenario = _valid(
+        tmp_path,
+        [
+            (
+                PENDING,
+                "    preferredNodeAffinity: [{weight: 30, key: zone, operator: In, values: [a, b]}]\n"
+                "    preferredPodAffinity: [{weight: 7, topologyKey: zone, matchLabels: {app: db}}]\n"
+                "    preferredPodAntiAffinity: [{weight: 2, topologyKey: host, matchLabels: {app: x}}]\n"
+                + PENDING,
+            )
+        ],
+    )
+    tasks = {t.uid: t for j in to_snapshot(scenario).jobs for t in j.tasks}
+    pending = tasks["job0-1"]
+    assert pending.preferred_node_affinity == (
+        core.WeightedNodeTerm(
+            30, core.NodeSelectorTerm((core.Requirement("zone", "In", ("a", "b")),))
+        ),
+    )
+    assert pending.preferred_pod_affinity == (
+        core.WeightedPodAffinityTerm(7, core.PodAffinityTerm("zone", (("app", "db"),))),
+    )
+    assert pending.preferred_pod_anti_affinity == (
+        core.WeightedPodAffinityTerm(2, core.PodAffinityTerm("host", (("app", "x"),))),
+    )
+    assert tasks["job0-0"].preferred_node_affinity == ()

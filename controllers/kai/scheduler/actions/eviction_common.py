@@ -336,6 +336,8 @@ def _constraints(engine: PlacementEngine, task: TaskInfo) -> tuple[object, ...]:
         spec.tolerations,
         spec.pod_affinity,
         spec.pod_anti_affinity,
+        spec.preferred_pod_affinity,  # scores that depend on placements: they steer the search
+        spec.preferred_pod_anti_affinity,
         tuple(sorted(spec.labels.items())),
     )
 

@@ -19,8 +19,13 @@ from kai.scheduler.plugins.node_scores import (
     RESOURCE_TYPE,
 )
 from kai.scheduler.plugins.pod_affinity import POD_AFFINITY_FILTER
+from kai.scheduler.plugins.preferred_affinity import (
+    PREFERRED_NODE_AFFINITY,
+    PREFERRED_POD_AFFINITY,
+)
 from kai.scheduler.plugins.taints import TAINTS
 from kai.scheduler.plugins.topology_domain import TOPOLOGY_DOMAIN
+from kai.scheduler.plugins.volumes import VOLUMES
 
 DEFAULT_REGISTRY = Registry(
     filters=(
@@ -30,9 +35,12 @@ DEFAULT_REGISTRY = Registry(
         NODE_AFFINITY_FILTER,
         POD_AFFINITY_FILTER,
         HOST_PORTS_FILTER,
+        VOLUMES,
         GPU_RULES,
     ),
     scorers=(
+        PREFERRED_POD_AFFINITY,
+        PREFERRED_NODE_AFFINITY,
         GPU_SHARING_ORDER,
         NODE_PLACEMENT,
         NODE_AVAILABILITY,
