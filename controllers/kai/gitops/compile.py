@@ -20,6 +20,7 @@ validated without errors.
 
 from __future__ import annotations
 
+import functools
 from fractions import Fraction
 from typing import Any
 
@@ -77,6 +78,24 @@ def _kai_units(resource: str, value: Fraction) -> int | float:
     return format_number(value)
 
 
+def _rendered(resource: str, kind: str, raw: Any) -> int | float:
+    """The KAI Queue number for a QueueTree amount as written (None: not written)."""
+    try:  # keyed by the type too: 1 and 1.0 are equal keys but render alike only by luck
+        return _rendered_cached(resource, kind, type(raw).__name__, raw)
+    except TypeError:  # not hashable (validation refuses such a value anyway)
+        return _rendered_cached.__wrapped__(resource, kind, type(raw).__name__, raw)
+
+
+@functools.lru_cache(maxsize=4096)
+def _rendered_cached(resource: str, kind: str, _type: str, raw: Any) -> int | float:
+    if kind == "overQuotaWeight":
+        weight = _IMPLIED[kind] if raw is None else Fraction(repr(raw))
+        return format_number(weight)
+    value = _IMPLIED[kind] if raw is None else tree_amount(resource, raw)
+    assert value is not None, "compile only validated documents"
+    return _kai_units(resource, Fraction(value))
+
+
 # --------------------------------------------------------------------------------------------
 # Queues
 
@@ -103,13 +122,7 @@ def _tree_queues(doc: Document) -> list[dict[str, Any]]:
                     raw = default[resource]
                 else:
                     raw = None
-                if kind == "overQuotaWeight":
-                    weight = _IMPLIED[kind] if raw is None else Fraction(repr(raw))
-                    entry[kind] = format_number(weight)
-                    continue
-                value = _IMPLIED[kind] if raw is None else tree_amount(resource, raw)
-                assert value is not None, "compile only validated documents"
-                entry[kind] = _kai_units(resource, value)
+                entry[kind] = _rendered(resource, kind, raw)
             resources[resource] = entry
         queue_spec: dict[str, Any] = {}
         if item.get("displayName") is not None:

@@ -17,7 +17,7 @@ from typing import Any
 
 from kai.api.quantity import QuantityError, parse_quantity
 from kai.gitops.loader import Document, FieldPath
-from kai.gitops.quota_rules import RESOURCES, Amount, Origin, QueueRecord
+from kai.gitops.quota_rules import RESOURCES, Amount, Exact, Origin, QueueRecord
 
 __all__ = [
     "QUEUE_TREE",
@@ -30,11 +30,14 @@ __all__ = [
 QUEUE_TREE = ("gitops.kai.scheduler/v1alpha1", "QueueTree")
 RAW_QUEUE = ("scheduling.run.ai/v2", "Queue")
 
-_IMPLIED = {"quota": Fraction(0), "limit": Fraction(-1), "overQuotaWeight": Fraction(1)}
+_IMPLIED: dict[str, Exact] = {"quota": 0, "limit": -1, "overQuotaWeight": 1}
+_RELATIVE = {(kind, resource): (kind, resource) for kind in _IMPLIED for resource in RESOURCES}
+_FIELDS = {(kind, resource): f"{kind}.{resource}" for kind in _IMPLIED for resource in RESOURCES}
 
 
-def tree_amount(resource: str, value: Any) -> Fraction | None:
-    """The exact base-unit value of a QueueTree amount, or None when it cannot be read."""
+def tree_amount(resource: str, value: Any) -> Exact | None:
+    """The exact base-unit value of a QueueTree amount (an int when whole), or None when it
+    cannot be read."""
     try:  # keyed by the type too: True == 1, yet True is no amount
         return _tree_amount(resource, type(value).__name__, value)
     except TypeError:  # not hashable: not an amount either
@@ -42,7 +45,7 @@ def tree_amount(resource: str, value: Any) -> Fraction | None:
 
 
 @functools.lru_cache(maxsize=4096)
-def _tree_amount(resource: str, _type: str, value: Any) -> Fraction | None:
+def _tree_amount(resource: str, _type: str, value: Any) -> Exact | None:
     if isinstance(value, bool):
         return None
     if resource == "gpu" and not isinstance(value, int | float):
@@ -50,9 +53,14 @@ def _tree_amount(resource: str, _type: str, value: Any) -> Fraction | None:
     if not isinstance(value, int | float | str):
         return None
     try:
-        return parse_quantity(value)
+        return _whole(parse_quantity(value))
     except QuantityError:
         return None
+
+
+def _whole(value: Fraction) -> Exact:
+    """``value`` as an int when it is whole (int arithmetic and comparisons are much faster)."""
+    return value.numerator if value.denominator == 1 else value
 
 
 def _finite_number(value: Any) -> bool:
@@ -61,16 +69,16 @@ def _finite_number(value: Any) -> bool:
     return not isinstance(value, float) or math.isfinite(value)
 
 
-def _weight(value: Any) -> Fraction | None:
+def _weight(value: Any) -> Exact | None:
     if isinstance(value, bool) or not isinstance(value, int | float):
         return None
     try:
-        return parse_quantity(value)
+        return _whole(parse_quantity(value))
     except QuantityError:
         return None
 
 
-def _kai_amount(resource: str, value: Any) -> Fraction | None:
+def _kai_amount(resource: str, value: Any) -> Exact | None:
     """A raw KAI Queue number in base units (cpu millicores -> cores, memory MB -> bytes)."""
     if isinstance(value, bool) or not isinstance(value, int | float):
         return None
@@ -104,6 +112,8 @@ class _TreeReader:
         defaults = self.spec.get("defaults")
         self.defaults = defaults if isinstance(defaults, dict) else {}
         self.records: list[QueueRecord] = []
+        self._shared: dict[str, dict[str, Amount]] = {}
+        self._defaults_read: dict[tuple[str, str], Amount] = {}
 
     def read(self) -> list[QueueRecord]:
         queues = self.spec.get("queues")
@@ -117,32 +127,43 @@ class _TreeReader:
 
     def _amounts(self, item: dict[str, Any], path: FieldPath, kind: str) -> dict[str, Amount]:
         own = item.get(kind)
+        if not isinstance(own, dict):
+            shared = self._shared.get(kind)
+            if shared is not None:  # every amount from the tree's defaults: one dict for all
+                return shared
         default = self.defaults.get(kind)
+        reader = _weight if kind == "overQuotaWeight" else None
         out: dict[str, Amount] = {}
         for resource in RESOURCES:
-            field = f"{kind}.{resource}"
+            field = _FIELDS[kind, resource]
             if isinstance(own, dict) and resource in own:
-                reader = _weight if kind == "overQuotaWeight" else _reader(resource)
                 out[resource] = Amount(
-                    reader(own[resource]), self.doc.value_at((*path, kind, resource)), field
+                    (reader or _reader(resource))(own[resource]),
+                    self.doc.value_in(path, _RELATIVE[kind, resource]),
+                    field,
                 )
             elif isinstance(default, dict) and resource in default:
-                reader = _weight if kind == "overQuotaWeight" else _reader(resource)
-                out[resource] = Amount(
-                    reader(default[resource]),
-                    self.doc.value_at(("spec", "defaults", kind, resource)),
-                    field,
-                    "default",
-                    f"defaults.{kind}.{resource}",
-                )
+                out[resource] = self._default(kind, resource, default[resource], reader)
             else:
-                at = (
-                    self.doc.key_at((*path, "name"))
-                    if self.doc.has((*path, "name"))
-                    else (self.doc.value_at(path))
-                )
+                at = self.doc.key_in(path, ("name",)) if "name" in item else self.doc.value_at(path)
                 out[resource] = Amount(_IMPLIED[kind], at, field, "implied")
+        if not isinstance(own, dict) and all(a.origin == "default" for a in out.values()):
+            self._shared[kind] = out
         return out
+
+    def _default(self, kind: str, resource: str, value: Any, reader: Any) -> Amount:
+        """The amount a queue takes from ``spec.defaults``: one object for the whole tree."""
+        found = self._defaults_read.get((kind, resource))
+        if found is None:
+            found = Amount(
+                (reader or _reader(resource))(value),
+                self.doc.value_at(("spec", "defaults", kind, resource)),
+                _FIELDS[kind, resource],
+                "default",
+                f"defaults.{kind}.{resource}",
+            )
+            self._defaults_read[kind, resource] = found
+        return found
 
     def _queue(
         self,
@@ -165,7 +186,7 @@ class _TreeReader:
         priority: int | float | None
         origin: Origin
         if "priority" in item:
-            raw, origin, at = item["priority"], "set", self.doc.value_at((*path, "priority"))
+            raw, origin, at = item["priority"], "set", self.doc.value_in(path, ("priority",))
         elif "priority" in self.defaults:
             raw, origin = self.defaults["priority"], "default"
             at = self.doc.value_at(("spec", "defaults", "priority"))
@@ -177,11 +198,11 @@ class _TreeReader:
         if isinstance(raw_namespaces, list):
             for i, namespace in enumerate(raw_namespaces):
                 if isinstance(namespace, str):
-                    namespaces.append((namespace, self.doc.value_at((*path, "namespaces", i))))
+                    namespaces.append((namespace, self.doc.value_in(path, ("namespaces", i))))
         self.records.append(
             QueueRecord(
                 name=name,
-                at=self.doc.value_at((*path, "name")),
+                at=self.doc.value_in(path, ("name",)),
                 object=self.object,
                 path=display,
                 parent=parent,
@@ -195,7 +216,7 @@ class _TreeReader:
                 priority_origin=origin,
                 namespaces=tuple(namespaces),
                 namespaces_at=(
-                    self.doc.value_at((*path, "namespaces")) if "namespaces" in item else None
+                    self.doc.value_in(path, ("namespaces",)) if "namespaces" in item else None
                 ),
             )
         )
@@ -210,7 +231,12 @@ class _TreeReader:
 
 
 def _reader(resource: str) -> Any:
-    return lambda value: tree_amount(resource, value)
+    return _READERS[resource]
+
+
+_READERS = {
+    resource: functools.partial(tree_amount, resource) for resource in ("gpu", "cpu", "memory")
+}
 
 
 def _raw_queue(doc: Document) -> QueueRecord | None:

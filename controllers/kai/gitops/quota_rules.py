@@ -10,7 +10,8 @@ problems of the rules ``name``, ``parent-exists``, ``cycle``, ``values``, ``limi
 
 ``kai validate`` builds the records from YAML (:mod:`kai.gitops.queue_records`); the admission
 webhook builds them from API objects. The rules never see where the numbers came from, which is
-what lets both callers share them. Comparisons are exact (:class:`fractions.Fraction`): the
+what lets both callers share them. Comparisons are exact (a whole amount is an ``int``, any
+other a :class:`fractions.Fraction`, the cheaper type where it is enough): the
 rounding to KAI's millicores and megabytes happens only when objects are rendered.
 
 The meaning of -1: a quota of -1 is "the parent's whole share", a limit of -1 is "no cap".
@@ -23,7 +24,7 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from fractions import Fraction
-from typing import Literal
+from typing import Literal, NamedTuple
 
 from kai.gitops.amount_text import decimal_text as _decimal
 from kai.gitops.amount_text import format_amount
@@ -38,14 +39,14 @@ __all__ = [
 ]
 
 RESOURCES: tuple[str, ...] = ("gpu", "cpu", "memory")
-UNLIMITED = Fraction(-1)
+UNLIMITED = -1
+Exact = Fraction | int  # an exact amount: an int when it is whole
 DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 
 Origin = Literal["set", "default", "implied"]
 
 
-@dataclass(frozen=True)
-class Amount:
+class Amount(NamedTuple):
     """One effective number of a queue (a quota, limit or weight of one resource).
 
     ``value`` is exact, in base units (GPU devices, CPU cores, memory bytes), or None when the
@@ -57,14 +58,14 @@ class Amount:
     ``default_path`` is the path of the default itself (``defaults.limit.gpu``).
     """
 
-    value: Fraction | None
+    value: Exact | None
     at: Source
     field: str
     origin: Origin = "set"
     default_path: str | None = None
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class QueueRecord:
     """One queue, as the rules see it.
 
@@ -116,8 +117,16 @@ def _origin_note(amount: Amount) -> str:
 
 
 class _Checker:
-    def __init__(self, records: Sequence[QueueRecord]) -> None:
-        self.records = sorted(records, key=lambda r: r.at)
+    """The rules over ``records``.
+
+    ``exact``: in the order of the places of the queue names, which decides which of two
+    queues of one name is the first and the order of the queues a message lists. Without it
+    the records keep the order given, and no place is looked at: the problems found are the
+    same ones (only their messages may differ), which is all a first pass needs to know."""
+
+    def __init__(self, records: Sequence[QueueRecord], *, exact: bool = True) -> None:
+        self.exact = exact
+        self.records = sorted(records, key=lambda r: r.at) if exact else list(records)
         self.problems: list[Problem] = []
         self.first: dict[str, QueueRecord] = {}
         for record in self.records:
@@ -206,7 +215,8 @@ class _Checker:
             if record.parent is not None and record.parent in self.first
         }
         done: set[str] = set()
-        for start in sorted(self.first, key=lambda n: self.first[n].at):
+        starts = sorted(self.first, key=lambda n: self.first[n].at) if self.exact else self.first
+        for start in starts:
             if start in done:
                 continue
             trail: list[str] = []
@@ -343,19 +353,22 @@ class _Checker:
             return
         if not _valid(quota.value):
             return
-        total = Fraction(0)
-        parts: list[str] = []
+        total: Exact = 0
+        counted: list[tuple[QueueRecord, Exact, Exact]] = []
         for kid in kids:
             amount = kid.quota.get(resource)
             if amount is None or amount.value is None or not _valid(amount.value):
                 continue
             share = quota.value if amount.value == UNLIMITED else amount.value
             total += share
-            if amount.value != 0:
-                shown = "-1" if amount.value == UNLIMITED else format_amount(resource, share)
-                parts.append(f"{kid.name} {shown}")
+            counted.append((kid, amount.value, share))
         if total <= quota.value:
             return
+        parts = [
+            f"{kid.name} {'-1' if value == UNLIMITED else format_amount(resource, share)}"
+            for kid, value, share in counted
+            if value != 0
+        ]
         self.report(
             parent,
             quota.at,
@@ -458,7 +471,7 @@ class _Checker:
             if resource not in capacity:
                 continue
             total_capacity, at = capacity[resource]
-            total = Fraction(0)
+            total: Exact = 0
             parts: list[str] = []
             for record in tops:
                 amount = record.quota.get(resource)
@@ -484,7 +497,7 @@ class _Checker:
                 )
 
 
-def _valid(value: Fraction) -> bool:
+def _valid(value: Exact) -> bool:
     """-1 or a non-negative amount; other negatives are `values` problems and skipped here."""
     return value == UNLIMITED or value >= 0
 
@@ -499,7 +512,18 @@ def check_queues(
     ``capacity`` maps a resource to the cluster's amount (base units) and where it is written;
     given, the top-level quotas are checked against it (``over-capacity`` warnings).
     """
-    checker = _Checker(list(records))
+    records = list(records)
+    # A first pass in the order given finds whether there is any problem at all without looking
+    # at a single place (finding places can mean reading files again); only when there is one
+    # do the rules run again in the order of the places, for the exact messages.
+    if not _run(_Checker(records, exact=False), capacity):
+        return []
+    return _run(_Checker(records), capacity)
+
+
+def _run(
+    checker: _Checker, capacity: Mapping[str, tuple[Fraction, Source]] | None
+) -> list[Problem]:
     checker.names()
     checker.parents()
     checker.cycles()
