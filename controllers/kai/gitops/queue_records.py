@@ -31,8 +31,12 @@ QUEUE_TREE = ("gitops.kai.scheduler/v1alpha1", "QueueTree")
 RAW_QUEUE = ("scheduling.run.ai/v2", "Queue")
 
 _IMPLIED: dict[str, Exact] = {"quota": 0, "limit": -1, "overQuotaWeight": 1}
-_RELATIVE = {(kind, resource): (kind, resource) for kind in _IMPLIED for resource in RESOURCES}
 _FIELDS = {(kind, resource): f"{kind}.{resource}" for kind in _IMPLIED for resource in RESOURCES}
+_IMPLIED_AMOUNTS = {
+    (kind, resource): Amount(value, None, _FIELDS[kind, resource], "implied")
+    for kind, value in _IMPLIED.items()
+    for resource in RESOURCES
+}
 
 
 def tree_amount(resource: str, value: Any) -> Exact | None:
@@ -112,7 +116,8 @@ class _TreeReader:
         defaults = self.spec.get("defaults")
         self.defaults = defaults if isinstance(defaults, dict) else {}
         self.records: list[QueueRecord] = []
-        self._shared: dict[str, dict[str, Amount]] = {}
+        self._set: dict[tuple[str, str, Exact | None], Amount] = {}
+        self._dicts: dict[tuple[int, ...], dict[str, Amount]] = {}
         self._defaults_read: dict[tuple[str, str], Amount] = {}
 
     def read(self) -> list[QueueRecord]:
@@ -125,31 +130,32 @@ class _TreeReader:
                 self._queue(item, ("spec", "queues", index), parent_name, parent_at, nested=False)
         return self.records
 
-    def _amounts(self, item: dict[str, Any], path: FieldPath, kind: str) -> dict[str, Amount]:
+    def _amounts(self, item: dict[str, Any], kind: str) -> dict[str, Amount]:
+        """The queue's amounts of ``kind``: shared objects (their places are found from the
+        queue's record), and one dict for every queue with the same three amounts."""
         own = item.get(kind)
-        if not isinstance(own, dict):
-            shared = self._shared.get(kind)
-            if shared is not None:  # every amount from the tree's defaults: one dict for all
-                return shared
         default = self.defaults.get(kind)
         reader = _weight if kind == "overQuotaWeight" else None
-        out: dict[str, Amount] = {}
+        found: list[Amount] = []
         for resource in RESOURCES:
-            field = _FIELDS[kind, resource]
             if isinstance(own, dict) and resource in own:
-                out[resource] = Amount(
-                    (reader or _reader(resource))(own[resource]),
-                    self.doc.value_in(path, _RELATIVE[kind, resource]),
-                    field,
-                )
+                value = (reader or _reader(resource))(own[resource])
+                key = (kind, resource, value)
+                amount = self._set.get(key)
+                if amount is None:
+                    amount = self._set[key] = Amount(value, None, _FIELDS[kind, resource])
             elif isinstance(default, dict) and resource in default:
-                out[resource] = self._default(kind, resource, default[resource], reader)
+                amount = self._default(kind, resource, default[resource], reader)
             else:
-                at = self.doc.key_in(path, ("name",)) if "name" in item else self.doc.value_at(path)
-                out[resource] = Amount(_IMPLIED[kind], at, field, "implied")
-        if not isinstance(own, dict) and all(a.origin == "default" for a in out.values()):
-            self._shared[kind] = out
-        return out
+                amount = _IMPLIED_AMOUNTS[kind, resource]
+            found.append(amount)
+        # Keyed by identity: every amount here lives as long as the reader (hashing one would
+        # look up its place).
+        identity = tuple(id(amount) for amount in found)
+        shared = self._dicts.get(identity)
+        if shared is None:
+            shared = self._dicts[identity] = dict(zip(RESOURCES, found, strict=True))
+        return shared
 
     def _default(self, kind: str, resource: str, value: Any, reader: Any) -> Amount:
         """The amount a queue takes from ``spec.defaults``: one object for the whole tree."""
@@ -208,9 +214,9 @@ class _TreeReader:
                 parent=parent,
                 parent_at=parent_at,
                 nested=nested,
-                quota=self._amounts(item, path, "quota"),
-                limit=self._amounts(item, path, "limit"),
-                over_quota_weight=self._amounts(item, path, "overQuotaWeight"),
+                quota=self._amounts(item, "quota"),
+                limit=self._amounts(item, "limit"),
+                over_quota_weight=self._amounts(item, "overQuotaWeight"),
                 priority=priority,
                 priority_at=at,
                 priority_origin=origin,
@@ -218,6 +224,8 @@ class _TreeReader:
                 namespaces_at=(
                     self.doc.value_in(path, ("namespaces",)) if "namespaces" in item else None
                 ),
+                places=self.doc,
+                base=path,
             )
         )
         self._children(item, path, name)

@@ -24,7 +24,7 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from fractions import Fraction
-from typing import Literal, NamedTuple
+from typing import Literal, NamedTuple, Protocol
 
 from kai.gitops.amount_text import decimal_text as _decimal
 from kai.gitops.amount_text import format_amount
@@ -46,6 +46,14 @@ DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 Origin = Literal["set", "default", "implied"]
 
 
+class Places(Protocol):
+    """Finds where a field of a queue is written (a loaded document)."""
+
+    def value_in(self, base: tuple[str | int, ...], rel: tuple[str | int, ...]) -> Source: ...
+
+    def key_in(self, base: tuple[str | int, ...], rel: tuple[str | int, ...]) -> Source: ...
+
+
 class Amount(NamedTuple):
     """One effective number of a queue (a quota, limit or weight of one resource).
 
@@ -59,7 +67,7 @@ class Amount(NamedTuple):
     """
 
     value: Exact | None
-    at: Source
+    at: Source | None  # None: on the queue, at ``field`` (see QueueRecord.places)
     field: str
     origin: Origin = "set"
     default_path: str | None = None
@@ -75,7 +83,10 @@ class QueueRecord:
     it is None when the parent comes from nesting (``nested``) or there is no parent.
     ``kai_queue`` marks a raw ``scheduling.run.ai/v2`` Queue, whose omitted limits are warned
     about (KAI reads them as 0) when ``warn_omitted_limits`` is set. ``priority`` is the
-    written priority (None if unreadable).
+    written priority (None if unreadable). An amount without a place of its own (``at`` None,
+    so that one amount object serves every queue that writes the same value) is found by
+    ``places`` under ``base``, the queue's field path: at its ``field``, or for an implied
+    amount at the key of the queue's name.
     """
 
     name: str
@@ -95,6 +106,8 @@ class QueueRecord:
     namespaces_at: Source | None = None
     kai_queue: bool = False
     warn_omitted_limits: bool = False
+    places: Places | None = None
+    base: tuple[str | int, ...] = ()
 
     def where(self) -> str:
         return f"{self.object} {self.path}".strip()
@@ -150,6 +163,17 @@ class _Checker:
         self.problems.append(
             Problem.at(at, rule, message, object=record.object, path=path, severity=severity)
         )
+
+    @staticmethod
+    def _at(record: QueueRecord, amount: Amount) -> Source:
+        """Where ``amount`` of ``record`` is written (for an implied one: the queue's name)."""
+        if amount.at is not None:
+            return amount.at
+        if record.places is None:
+            return record.at
+        if amount.origin == "implied":
+            return record.places.key_in(record.base, ("name",))
+        return record.places.value_in(record.base, tuple(amount.field.split(".")))
 
     # name --------------------------------------------------------------------------------
     def names(self) -> None:
@@ -265,7 +289,7 @@ class _Checker:
                     ):
                         self.report(
                             record,
-                            amount.at,
+                            self._at(record, amount),
                             "values",
                             f"the {resource} limit is omitted: KAI reads an omitted limit as 0, "
                             "which allows nothing; write limit: -1 for no limit",
@@ -306,11 +330,15 @@ class _Checker:
             # Reported once for the tree, not once per queue that inherits it.
             self.problems.append(
                 Problem.at(
-                    amount.at, "values", message, object=record.object, path=amount.default_path
+                    self._at(record, amount),
+                    "values",
+                    message,
+                    object=record.object,
+                    path=amount.default_path,
                 )
             )
         else:
-            self.report(record, amount.at, "values", message, field=amount.field)
+            self.report(record, self._at(record, amount), "values", message, field=amount.field)
 
     # limit-below-quota ---------------------------------------------------------------------
     def limits(self) -> None:
@@ -337,7 +365,13 @@ class _Checker:
                         f"limit {shown_limit} is below quota "
                         f"{format_amount(resource, quota.value)}{_origin_note(quota)}"
                     )
-                self.report(record, target.at, "limit-below-quota", message, field=target.field)
+                self.report(
+                    record,
+                    self._at(record, target),
+                    "limit-below-quota",
+                    message,
+                    field=target.field,
+                )
 
     # children-quota-sum, child-quota-over-parent-limit, child-limit-over-parent-limit -------
     def children_rules(self) -> None:
@@ -371,7 +405,7 @@ class _Checker:
         ]
         self.report(
             parent,
-            quota.at,
+            self._at(parent, quota),
             "children-quota-sum",
             f"the children's {resource} quotas sum to {format_amount(resource, total)} "
             f"({', '.join(parts)}), above the parent's quota "
@@ -399,7 +433,7 @@ class _Checker:
                 if quota.value == UNLIMITED:
                     self.report(
                         kid,
-                        quota.at,
+                        self._at(kid, quota),
                         "child-quota-over-parent-limit",
                         f"quota -1 (the parent's whole share) but parent {parent.name!r} is "
                         f"capped at limit {shown_limit}",
@@ -408,7 +442,7 @@ class _Checker:
                 elif quota.value > limit.value:
                     self.report(
                         kid,
-                        quota.at,
+                        self._at(kid, quota),
                         "child-quota-over-parent-limit",
                         f"quota {format_amount(resource, quota.value)}{_origin_note(quota)} is "
                         f"above the limit {shown_limit} of parent {parent.name!r}",
@@ -424,7 +458,7 @@ class _Checker:
             ):
                 self.report(
                     kid,
-                    kid_limit.at,
+                    self._at(kid, kid_limit),
                     "child-limit-over-parent-limit",
                     f"limit {format_amount(resource, kid_limit.value)}{_origin_note(kid_limit)} "
                     f"can never be reached: parent {parent.name!r} is capped at {shown_limit}",

@@ -35,8 +35,9 @@ def _scalar(value: Any) -> str:
         text = _TEXTS.get(value)
         if text is None:
             text = _string(value)
-            if len(_TEXTS) < _MAX_TEXTS:
-                _TEXTS[value] = text
+            if len(_TEXTS) >= _MAX_TEXTS:  # full of one-off strings: start again
+                _TEXTS.clear()
+            _TEXTS[value] = text
         return text
     if value is None:
         return "null"
