@@ -116,8 +116,13 @@ def _write_files(objects: Iterable[dict[str, Any]], out: str, output: str) -> in
             temporary = f"{target}.tmp"
             # O_NOFOLLOW: a link planted at the temporary name is refused, never written through.
             flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_NOFOLLOW", 0)
-            with open(os.open(temporary, flags, 0o666), "w", encoding="utf-8") as handle:
-                handle.write(text)
+            handle = os.open(temporary, flags, 0o666)
+            try:
+                data = memoryview(text.encode("utf-8"))
+                while data:
+                    data = data[os.write(handle, data) :]
+            finally:
+                os.close(handle)
             os.replace(temporary, target)
             written += 1
     except OSError as exc:
