@@ -83,8 +83,9 @@ def write_repository(root: Path, queues: int) -> int:
     return size
 
 
-def run_measured(command: list[str]) -> tuple[float, float, float, int]:
-    """Wall seconds, CPU seconds, peak RSS in MB and exit status of one command."""
+def run_measured(command: list[str]) -> tuple[float, float, float, float, int]:
+    """Wall seconds, CPU seconds, of which system, peak RSS in MB and exit status of one
+    command."""
     start = time.perf_counter()
     process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     _, status, usage = os.wait4(process.pid, 0)
@@ -96,7 +97,8 @@ def run_measured(command: list[str]) -> tuple[float, float, float, int]:
     if process.returncode != 0:
         print(stderr[-2000:], file=sys.stderr)
     cpu = usage.ru_utime + usage.ru_stime
-    return wall, cpu, usage.ru_maxrss / 1024, process.returncode  # ru_maxrss: KiB on Linux
+    # ru_maxrss: KiB on Linux
+    return wall, cpu, usage.ru_stime, usage.ru_maxrss / 1024, process.returncode
 
 
 def main() -> int:
@@ -111,9 +113,9 @@ def main() -> int:
     )
     print(
         "| queues | MB of YAML | command | median wall s | min wall s | median CPU s "
-        "| median peak RSS MB | target |"
+        "| of which system | median peak RSS MB | target |"
     )
-    print("|---:|---:|---|---:|---:|---:|---:|---|")
+    print("|---:|---:|---|---:|---:|---:|---:|---:|---|")
     failed = False
     for count in args.queues:
         with tempfile.TemporaryDirectory(prefix="kai-gitops-bench-") as temporary:
@@ -126,15 +128,16 @@ def main() -> int:
                 "render --out": [*kai, "render", str(root), "--out", str(out)],
             }
             for name, command in commands.items():
-                walls, cpus, peaks = [], [], []
+                walls, cpus, systems, peaks = [], [], [], []
                 for _ in range(args.repeat):
                     shutil.rmtree(out, ignore_errors=True)
-                    wall, cpu, peak, code = run_measured(command)
+                    wall, cpu, system, peak, code = run_measured(command)
                     if code != 0:
                         print(f"{name} exited {code}", file=sys.stderr)
                         return 1
                     walls.append(wall)
                     cpus.append(cpu)
+                    systems.append(system)
                     peaks.append(peak)
                 if name.startswith("render"):
                     written = len(os.listdir(out))
@@ -147,12 +150,18 @@ def main() -> int:
                 if count == 100_000:
                     met = wall < TARGET_S and peak < TARGET_MB
                     failed |= not met
-                    verdict = (
-                        f"{'met' if met else 'NOT met'} (< {TARGET_S:.0f} s, < {TARGET_MB:.0f} MB)"
-                    )
+                    limits = f"(< {TARGET_S:.0f} s, < {TARGET_MB:.0f} MB)"
+                    verdict = f"met {limits}"
+                    if not met and statistics.median(cpus) < TARGET_S and peak < TARGET_MB:
+                        # CPU time is what the process needed; wall time also counts the
+                        # waiting for a core on a busy machine.
+                        verdict = f"CPU and memory met, wall NOT met {limits}"
+                    elif not met:
+                        verdict = f"NOT met {limits}"
                 print(
                     f"| {count:,} | {size / 1e6:.1f} | {name} | {wall:.2f} | {min(walls):.2f} "
-                    f"| {statistics.median(cpus):.2f} | {peak:.0f} | {verdict} |",
+                    f"| {statistics.median(cpus):.2f} | {statistics.median(systems):.2f} "
+                    f"| {peak:.0f} | {verdict} |",
                     flush=True,
                 )
     return 1 if failed else 0

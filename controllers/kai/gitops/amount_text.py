@@ -13,7 +13,7 @@ __all__ = ["decimal_text", "format_amount"]
 UNLIMITED = Fraction(-1)
 
 
-def decimal_text(value: Fraction) -> str:
+def decimal_text(value: Fraction | int) -> str:
     """Exact decimal text when the value has one, else a short float."""
     if value.denominator == 1:
         return str(value.numerator)
@@ -46,7 +46,7 @@ _DECIMAL_SUFFIXES = (
 )
 
 
-def format_amount(resource: str, value: Fraction) -> str:
+def format_amount(resource: str, value: Fraction | int) -> str:
     """A value in Kubernetes notation: ``4``, ``500m``, ``64Gi``, ``-1``."""
     if value == UNLIMITED:
         return "-1"

@@ -20,6 +20,8 @@ validated without errors.
 
 from __future__ import annotations
 
+import functools
+from collections.abc import Iterator
 from fractions import Fraction
 from typing import Any
 
@@ -35,6 +37,7 @@ __all__ = [
     "SOURCE_ANNOTATION",
     "compile_documents",
     "dump_objects",
+    "iter_compiled",
     "object_file_name",
 ]
 
@@ -77,6 +80,24 @@ def _kai_units(resource: str, value: Fraction) -> int | float:
     return format_number(value)
 
 
+def _rendered(resource: str, kind: str, raw: Any) -> int | float:
+    """The KAI Queue number for a QueueTree amount as written (None: not written)."""
+    try:  # keyed by the type too: 1 and 1.0 are equal keys but render alike only by luck
+        return _rendered_cached(resource, kind, type(raw).__name__, raw)
+    except TypeError:  # not hashable (validation refuses such a value anyway)
+        return _rendered_cached.__wrapped__(resource, kind, type(raw).__name__, raw)
+
+
+@functools.lru_cache(maxsize=4096)
+def _rendered_cached(resource: str, kind: str, _type: str, raw: Any) -> int | float:
+    if kind == "overQuotaWeight":
+        weight = _IMPLIED[kind] if raw is None else Fraction(repr(raw))
+        return format_number(weight)
+    value = _IMPLIED[kind] if raw is None else tree_amount(resource, raw)
+    assert value is not None, "compile only validated documents"
+    return _kai_units(resource, Fraction(value))
+
+
 # --------------------------------------------------------------------------------------------
 # Queues
 
@@ -103,13 +124,7 @@ def _tree_queues(doc: Document) -> list[dict[str, Any]]:
                     raw = default[resource]
                 else:
                     raw = None
-                if kind == "overQuotaWeight":
-                    weight = _IMPLIED[kind] if raw is None else Fraction(repr(raw))
-                    entry[kind] = format_number(weight)
-                    continue
-                value = _IMPLIED[kind] if raw is None else tree_amount(resource, raw)
-                assert value is not None, "compile only validated documents"
-                entry[kind] = _kai_units(resource, value)
+                entry[kind] = _rendered(resource, kind, raw)
             resources[resource] = entry
         queue_spec: dict[str, Any] = {}
         if item.get("displayName") is not None:
@@ -270,7 +285,23 @@ def sharing_settings(name: str, spec: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def _configmap(documents: list[Document], queues: list[dict[str, Any]]) -> dict[str, Any] | None:
+def _bound(queue: dict[str, Any], bindings: dict[str, str], sources: set[str]) -> None:
+    """Notes the namespaces a compiled Queue is bound to (and the document it came from)."""
+    annotations = queue["metadata"]["annotations"]
+    if NAMESPACES_ANNOTATION not in annotations:
+        return
+    sources.add(annotations[SOURCE_ANNOTATION])
+    name = queue["metadata"]["name"]
+    bound = annotations[NAMESPACES_ANNOTATION]
+    for namespace in bound.split(",") if bound else []:
+        # Of two queues naming one namespace, the last by name (in any order of visits).
+        if namespace not in bindings or bindings[namespace] < name:
+            bindings[namespace] = name
+
+
+def _configmap(
+    documents: list[Document], bindings: dict[str, str], queue_sources: set[str]
+) -> dict[str, Any] | None:
     data: dict[str, str] = {}
     sources: list[str] = []
     for doc in documents:
@@ -284,24 +315,11 @@ def _configmap(documents: list[Document], queues: list[dict[str, Any]]) -> dict[
         elif identity == SHARING_POLICY:
             data[f"sharing-policy.{doc.name}.yaml"] = _dump(sharing_settings(doc.name or "", spec))
             sources.append(f"SharingPolicy/{doc.name}")
-    bindings = {}
-    for queue in queues:
-        bound = queue["metadata"]["annotations"].get(NAMESPACES_ANNOTATION)
-        for namespace in bound.split(",") if bound else []:
-            bindings[namespace] = queue["metadata"]["name"]
     if bindings:
         data["namespace-queues.yaml"] = _dump(dict(sorted(bindings.items())))
     if not data:
         return None
-    sources.extend(
-        sorted(
-            {
-                q["metadata"]["annotations"][SOURCE_ANNOTATION]
-                for q in queues
-                if NAMESPACES_ANNOTATION in q["metadata"]["annotations"]
-            }
-        )
-    )
+    sources.extend(sorted(queue_sources))
     return {
         "apiVersion": "v1",
         "kind": "ConfigMap",
@@ -334,9 +352,39 @@ def compile_documents(documents: list[Document]) -> list[dict[str, Any]]:
             topologies.append(_topology(doc, raw=True))
     queues.sort(key=lambda q: str(q["metadata"]["name"]))
     topologies.sort(key=lambda t: str(t["metadata"]["name"]))
+    bindings: dict[str, str] = {}
+    sources: set[str] = set()
+    for queue in queues:
+        _bound(queue, bindings, sources)
     ordered = sorted(documents, key=lambda d: (str(d.kind), str(d.name)))
-    configmap = _configmap(ordered, queues)
+    configmap = _configmap(ordered, bindings, sources)
     return queues + topologies + ([configmap] if configmap else [])
+
+
+def iter_compiled(documents: list[Document]) -> Iterator[dict[str, Any]]:
+    """The objects of :func:`compile_documents` one at a time, in document order (the
+    ConfigMap last), for writing them one file each without holding them all: the same
+    objects, as validated documents bind each namespace to one queue only."""
+    bindings: dict[str, str] = {}
+    sources: set[str] = set()
+    for doc in documents:
+        identity = (doc.api_version, doc.kind)
+        if identity == QUEUE_TREE:
+            for queue in _tree_queues(doc):
+                _bound(queue, bindings, sources)
+                yield queue
+        elif identity == RAW_QUEUE:
+            queue = _raw_queue(doc)
+            _bound(queue, bindings, sources)
+            yield queue
+        elif identity == TOPOLOGY_POLICY:
+            yield _topology(doc, raw=False)
+        elif identity == TOPOLOGY:
+            yield _topology(doc, raw=True)
+    ordered = sorted(documents, key=lambda d: (str(d.kind), str(d.name)))
+    configmap = _configmap(ordered, bindings, sources)
+    if configmap:
+        yield configmap
 
 
 def object_file_name(obj: dict[str, Any]) -> str:

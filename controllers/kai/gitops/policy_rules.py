@@ -71,7 +71,7 @@ def check_policies(documents: list[Document]) -> list[Problem]:
     problems: list[Problem] = []
     topologies: dict[str, Document] = {}
     pools: dict[tuple[str, str], Document] = {}
-    for doc in sorted(documents, key=lambda d: d.value_at(())):
+    for doc in sorted(documents, key=Document.order):
         identity = (doc.api_version, doc.kind)
         if identity in (TOPOLOGY, TOPOLOGY_POLICY):
             problems.extend(_topology(doc))

@@ -8,8 +8,9 @@ finds problems returns these; the commands only sort and print them.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, Protocol
 
 Severity = Literal["error", "warning"]
 
@@ -36,13 +37,84 @@ RULE_IDS: tuple[str, ...] = (
 )
 
 
-@dataclass(frozen=True, order=True)
-class Source:
-    """A place in a file: 1-based line and column."""
+class Locator(Protocol):
+    """What finds the line and column of a value (or of its key) by field path."""
 
-    file: str
-    line: int
-    column: int
+    def position(self, path: tuple[Any, ...], of_key: bool) -> tuple[int, int]: ...
+
+
+@functools.total_ordering
+class Source:
+    """A place in a file: 1-based line and column.
+
+    Compared, hashed and shown as ``(file, line, column)``. A source made by :meth:`lazy` finds
+    its line and column only when they are first read (a document loaded without a table of
+    positions re-reads its file then), so places that no problem ever cites cost nothing."""
+
+    __slots__ = ("_base", "_column", "_line", "_of_key", "_rel", "_where", "file")
+
+    def __init__(self, file: str, line: int, column: int) -> None:
+        self.file = file
+        self._line = line
+        self._column = column
+        self._where: Locator | None = None
+        self._base: tuple[Any, ...] = ()
+        self._rel: tuple[Any, ...] = ()
+        self._of_key = False
+
+    @classmethod
+    def lazy(
+        cls, file: str, where: Locator, base: tuple[Any, ...], rel: tuple[Any, ...], of_key: bool
+    ) -> Source:
+        """The place of the value (or key) at ``base + rel`` that ``where`` finds when needed.
+
+        The path comes in two parts so that the places of one queue share its path."""
+        source = cls.__new__(cls)
+        source.file = file
+        source._line = source._column = 0
+        source._where = where
+        source._base = base
+        source._rel = rel
+        source._of_key = of_key
+        return source
+
+    def _resolve(self) -> None:
+        where = self._where
+        if where is not None:
+            self._line, self._column = where.position((*self._base, *self._rel), self._of_key)
+            self._where = None
+            self._base = self._rel = ()
+
+    @property
+    def line(self) -> int:
+        if self._where is not None:
+            self._resolve()
+        return self._line
+
+    @property
+    def column(self) -> int:
+        if self._where is not None:
+            self._resolve()
+        return self._column
+
+    def _key(self) -> tuple[str, int, int]:
+        return (self.file, self.line, self.column)
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Source):
+            return NotImplemented
+        return self._key() == other._key()
+
+    def __lt__(self, other: object) -> bool:
+        if not isinstance(other, Source):
+            return NotImplemented
+        return self._key() < other._key()
+
+    def __hash__(self) -> int:
+        return hash(self._key())
+
+    def __repr__(self) -> str:
+        return f"Source(file={self.file!r}, line={self.line!r}, column={self.column!r})"
 
 
 @dataclass(frozen=True)

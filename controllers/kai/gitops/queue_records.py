@@ -17,7 +17,7 @@ from typing import Any
 
 from kai.api.quantity import QuantityError, parse_quantity
 from kai.gitops.loader import Document, FieldPath
-from kai.gitops.quota_rules import RESOURCES, Amount, Origin, QueueRecord
+from kai.gitops.quota_rules import RESOURCES, Amount, Exact, Origin, QueueRecord
 
 __all__ = [
     "QUEUE_TREE",
@@ -30,11 +30,18 @@ __all__ = [
 QUEUE_TREE = ("gitops.kai.scheduler/v1alpha1", "QueueTree")
 RAW_QUEUE = ("scheduling.run.ai/v2", "Queue")
 
-_IMPLIED = {"quota": Fraction(0), "limit": Fraction(-1), "overQuotaWeight": Fraction(1)}
+_IMPLIED: dict[str, Exact] = {"quota": 0, "limit": -1, "overQuotaWeight": 1}
+_FIELDS = {(kind, resource): f"{kind}.{resource}" for kind in _IMPLIED for resource in RESOURCES}
+_IMPLIED_AMOUNTS = {
+    (kind, resource): Amount(value, None, _FIELDS[kind, resource], "implied")
+    for kind, value in _IMPLIED.items()
+    for resource in RESOURCES
+}
 
 
-def tree_amount(resource: str, value: Any) -> Fraction | None:
-    """The exact base-unit value of a QueueTree amount, or None when it cannot be read."""
+def tree_amount(resource: str, value: Any) -> Exact | None:
+    """The exact base-unit value of a QueueTree amount (an int when whole), or None when it
+    cannot be read."""
     try:  # keyed by the type too: True == 1, yet True is no amount
         return _tree_amount(resource, type(value).__name__, value)
     except TypeError:  # not hashable: not an amount either
@@ -42,7 +49,7 @@ def tree_amount(resource: str, value: Any) -> Fraction | None:
 
 
 @functools.lru_cache(maxsize=4096)
-def _tree_amount(resource: str, _type: str, value: Any) -> Fraction | None:
+def _tree_amount(resource: str, _type: str, value: Any) -> Exact | None:
     if isinstance(value, bool):
         return None
     if resource == "gpu" and not isinstance(value, int | float):
@@ -50,9 +57,14 @@ def _tree_amount(resource: str, _type: str, value: Any) -> Fraction | None:
     if not isinstance(value, int | float | str):
         return None
     try:
-        return parse_quantity(value)
+        return _whole(parse_quantity(value))
     except QuantityError:
         return None
+
+
+def _whole(value: Fraction) -> Exact:
+    """``value`` as an int when it is whole (int arithmetic and comparisons are much faster)."""
+    return value.numerator if value.denominator == 1 else value
 
 
 def _finite_number(value: Any) -> bool:
@@ -61,16 +73,16 @@ def _finite_number(value: Any) -> bool:
     return not isinstance(value, float) or math.isfinite(value)
 
 
-def _weight(value: Any) -> Fraction | None:
+def _weight(value: Any) -> Exact | None:
     if isinstance(value, bool) or not isinstance(value, int | float):
         return None
     try:
-        return parse_quantity(value)
+        return _whole(parse_quantity(value))
     except QuantityError:
         return None
 
 
-def _kai_amount(resource: str, value: Any) -> Fraction | None:
+def _kai_amount(resource: str, value: Any) -> Exact | None:
     """A raw KAI Queue number in base units (cpu millicores -> cores, memory MB -> bytes)."""
     if isinstance(value, bool) or not isinstance(value, int | float):
         return None
@@ -104,6 +116,9 @@ class _TreeReader:
         defaults = self.spec.get("defaults")
         self.defaults = defaults if isinstance(defaults, dict) else {}
         self.records: list[QueueRecord] = []
+        self._set: dict[tuple[str, str, Exact | None], Amount] = {}
+        self._dicts: dict[tuple[int, ...], dict[str, Amount]] = {}
+        self._defaults_read: dict[tuple[str, str], Amount] = {}
 
     def read(self) -> list[QueueRecord]:
         queues = self.spec.get("queues")
@@ -115,34 +130,46 @@ class _TreeReader:
                 self._queue(item, ("spec", "queues", index), parent_name, parent_at, nested=False)
         return self.records
 
-    def _amounts(self, item: dict[str, Any], path: FieldPath, kind: str) -> dict[str, Amount]:
+    def _amounts(self, item: dict[str, Any], kind: str) -> dict[str, Amount]:
+        """The queue's amounts of ``kind``: shared objects (their places are found from the
+        queue's record), and one dict for every queue with the same three amounts."""
         own = item.get(kind)
         default = self.defaults.get(kind)
-        out: dict[str, Amount] = {}
+        reader = _weight if kind == "overQuotaWeight" else None
+        found: list[Amount] = []
         for resource in RESOURCES:
-            field = f"{kind}.{resource}"
             if isinstance(own, dict) and resource in own:
-                reader = _weight if kind == "overQuotaWeight" else _reader(resource)
-                out[resource] = Amount(
-                    reader(own[resource]), self.doc.value_at((*path, kind, resource)), field
-                )
+                value = (reader or _reader(resource))(own[resource])
+                key = (kind, resource, value)
+                amount = self._set.get(key)
+                if amount is None:
+                    amount = self._set[key] = Amount(value, None, _FIELDS[kind, resource])
             elif isinstance(default, dict) and resource in default:
-                reader = _weight if kind == "overQuotaWeight" else _reader(resource)
-                out[resource] = Amount(
-                    reader(default[resource]),
-                    self.doc.value_at(("spec", "defaults", kind, resource)),
-                    field,
-                    "default",
-                    f"defaults.{kind}.{resource}",
-                )
+                amount = self._default(kind, resource, default[resource], reader)
             else:
-                at = (
-                    self.doc.key_at((*path, "name"))
-                    if self.doc.has((*path, "name"))
-                    else (self.doc.value_at(path))
-                )
-                out[resource] = Amount(_IMPLIED[kind], at, field, "implied")
-        return out
+                amount = _IMPLIED_AMOUNTS[kind, resource]
+            found.append(amount)
+        # Keyed by identity: every amount here lives as long as the reader (hashing one would
+        # look up its place).
+        identity = tuple(id(amount) for amount in found)
+        shared = self._dicts.get(identity)
+        if shared is None:
+            shared = self._dicts[identity] = dict(zip(RESOURCES, found, strict=True))
+        return shared
+
+    def _default(self, kind: str, resource: str, value: Any, reader: Any) -> Amount:
+        """The amount a queue takes from ``spec.defaults``: one object for the whole tree."""
+        found = self._defaults_read.get((kind, resource))
+        if found is None:
+            found = Amount(
+                (reader or _reader(resource))(value),
+                self.doc.value_at(("spec", "defaults", kind, resource)),
+                _FIELDS[kind, resource],
+                "default",
+                f"defaults.{kind}.{resource}",
+            )
+            self._defaults_read[kind, resource] = found
+        return found
 
     def _queue(
         self,
@@ -165,7 +192,7 @@ class _TreeReader:
         priority: int | float | None
         origin: Origin
         if "priority" in item:
-            raw, origin, at = item["priority"], "set", self.doc.value_at((*path, "priority"))
+            raw, origin, at = item["priority"], "set", self.doc.value_in(path, ("priority",))
         elif "priority" in self.defaults:
             raw, origin = self.defaults["priority"], "default"
             at = self.doc.value_at(("spec", "defaults", "priority"))
@@ -177,26 +204,28 @@ class _TreeReader:
         if isinstance(raw_namespaces, list):
             for i, namespace in enumerate(raw_namespaces):
                 if isinstance(namespace, str):
-                    namespaces.append((namespace, self.doc.value_at((*path, "namespaces", i))))
+                    namespaces.append((namespace, self.doc.value_in(path, ("namespaces", i))))
         self.records.append(
             QueueRecord(
                 name=name,
-                at=self.doc.value_at((*path, "name")),
+                at=self.doc.value_in(path, ("name",)),
                 object=self.object,
                 path=display,
                 parent=parent,
                 parent_at=parent_at,
                 nested=nested,
-                quota=self._amounts(item, path, "quota"),
-                limit=self._amounts(item, path, "limit"),
-                over_quota_weight=self._amounts(item, path, "overQuotaWeight"),
+                quota=self._amounts(item, "quota"),
+                limit=self._amounts(item, "limit"),
+                over_quota_weight=self._amounts(item, "overQuotaWeight"),
                 priority=priority,
                 priority_at=at,
                 priority_origin=origin,
                 namespaces=tuple(namespaces),
                 namespaces_at=(
-                    self.doc.value_at((*path, "namespaces")) if "namespaces" in item else None
+                    self.doc.value_in(path, ("namespaces",)) if "namespaces" in item else None
                 ),
+                places=self.doc,
+                base=path,
             )
         )
         self._children(item, path, name)
@@ -210,7 +239,12 @@ class _TreeReader:
 
 
 def _reader(resource: str) -> Any:
-    return lambda value: tree_amount(resource, value)
+    return _READERS[resource]
+
+
+_READERS = {
+    resource: functools.partial(tree_amount, resource) for resource in ("gpu", "cpu", "memory")
+}
 
 
 def _raw_queue(doc: Document) -> QueueRecord | None:

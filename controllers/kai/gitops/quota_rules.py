@@ -10,7 +10,8 @@ problems of the rules ``name``, ``parent-exists``, ``cycle``, ``values``, ``limi
 
 ``kai validate`` builds the records from YAML (:mod:`kai.gitops.queue_records`); the admission
 webhook builds them from API objects. The rules never see where the numbers came from, which is
-what lets both callers share them. Comparisons are exact (:class:`fractions.Fraction`): the
+what lets both callers share them. Comparisons are exact (a whole amount is an ``int``, any
+other a :class:`fractions.Fraction`, the cheaper type where it is enough): the
 rounding to KAI's millicores and megabytes happens only when objects are rendered.
 
 The meaning of -1: a quota of -1 is "the parent's whole share", a limit of -1 is "no cap".
@@ -23,7 +24,7 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from fractions import Fraction
-from typing import Literal
+from typing import Literal, NamedTuple, Protocol
 
 from kai.gitops.amount_text import decimal_text as _decimal
 from kai.gitops.amount_text import format_amount
@@ -38,14 +39,22 @@ __all__ = [
 ]
 
 RESOURCES: tuple[str, ...] = ("gpu", "cpu", "memory")
-UNLIMITED = Fraction(-1)
+UNLIMITED = -1
+Exact = Fraction | int  # an exact amount: an int when it is whole
 DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 
 Origin = Literal["set", "default", "implied"]
 
 
-@dataclass(frozen=True)
-class Amount:
+class Places(Protocol):
+    """Finds where a field of a queue is written (a loaded document)."""
+
+    def value_in(self, base: tuple[str | int, ...], rel: tuple[str | int, ...]) -> Source: ...
+
+    def key_in(self, base: tuple[str | int, ...], rel: tuple[str | int, ...]) -> Source: ...
+
+
+class Amount(NamedTuple):
     """One effective number of a queue (a quota, limit or weight of one resource).
 
     ``value`` is exact, in base units (GPU devices, CPU cores, memory bytes), or None when the
@@ -57,14 +66,14 @@ class Amount:
     ``default_path`` is the path of the default itself (``defaults.limit.gpu``).
     """
 
-    value: Fraction | None
-    at: Source
+    value: Exact | None
+    at: Source | None  # None: on the queue, at ``field`` (see QueueRecord.places)
     field: str
     origin: Origin = "set"
     default_path: str | None = None
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class QueueRecord:
     """One queue, as the rules see it.
 
@@ -74,7 +83,10 @@ class QueueRecord:
     it is None when the parent comes from nesting (``nested``) or there is no parent.
     ``kai_queue`` marks a raw ``scheduling.run.ai/v2`` Queue, whose omitted limits are warned
     about (KAI reads them as 0) when ``warn_omitted_limits`` is set. ``priority`` is the
-    written priority (None if unreadable).
+    written priority (None if unreadable). An amount without a place of its own (``at`` None,
+    so that one amount object serves every queue that writes the same value) is found by
+    ``places`` under ``base``, the queue's field path: at its ``field``, or for an implied
+    amount at the key of the queue's name.
     """
 
     name: str
@@ -94,6 +106,8 @@ class QueueRecord:
     namespaces_at: Source | None = None
     kai_queue: bool = False
     warn_omitted_limits: bool = False
+    places: Places | None = None
+    base: tuple[str | int, ...] = ()
 
     def where(self) -> str:
         return f"{self.object} {self.path}".strip()
@@ -116,8 +130,16 @@ def _origin_note(amount: Amount) -> str:
 
 
 class _Checker:
-    def __init__(self, records: Sequence[QueueRecord]) -> None:
-        self.records = sorted(records, key=lambda r: r.at)
+    """The rules over ``records``.
+
+    ``exact``: in the order of the places of the queue names, which decides which of two
+    queues of one name is the first and the order of the queues a message lists. Without it
+    the records keep the order given, and no place is looked at: the problems found are the
+    same ones (only their messages may differ), which is all a first pass needs to know."""
+
+    def __init__(self, records: Sequence[QueueRecord], *, exact: bool = True) -> None:
+        self.exact = exact
+        self.records = sorted(records, key=lambda r: r.at) if exact else list(records)
         self.problems: list[Problem] = []
         self.first: dict[str, QueueRecord] = {}
         for record in self.records:
@@ -141,6 +163,17 @@ class _Checker:
         self.problems.append(
             Problem.at(at, rule, message, object=record.object, path=path, severity=severity)
         )
+
+    @staticmethod
+    def _at(record: QueueRecord, amount: Amount) -> Source:
+        """Where ``amount`` of ``record`` is written (for an implied one: the queue's name)."""
+        if amount.at is not None:
+            return amount.at
+        if record.places is None:
+            return record.at
+        if amount.origin == "implied":
+            return record.places.key_in(record.base, ("name",))
+        return record.places.value_in(record.base, tuple(amount.field.split(".")))
 
     # name --------------------------------------------------------------------------------
     def names(self) -> None:
@@ -206,7 +239,8 @@ class _Checker:
             if record.parent is not None and record.parent in self.first
         }
         done: set[str] = set()
-        for start in sorted(self.first, key=lambda n: self.first[n].at):
+        starts = sorted(self.first, key=lambda n: self.first[n].at) if self.exact else self.first
+        for start in starts:
             if start in done:
                 continue
             trail: list[str] = []
@@ -255,7 +289,7 @@ class _Checker:
                     ):
                         self.report(
                             record,
-                            amount.at,
+                            self._at(record, amount),
                             "values",
                             f"the {resource} limit is omitted: KAI reads an omitted limit as 0, "
                             "which allows nothing; write limit: -1 for no limit",
@@ -296,11 +330,15 @@ class _Checker:
             # Reported once for the tree, not once per queue that inherits it.
             self.problems.append(
                 Problem.at(
-                    amount.at, "values", message, object=record.object, path=amount.default_path
+                    self._at(record, amount),
+                    "values",
+                    message,
+                    object=record.object,
+                    path=amount.default_path,
                 )
             )
         else:
-            self.report(record, amount.at, "values", message, field=amount.field)
+            self.report(record, self._at(record, amount), "values", message, field=amount.field)
 
     # limit-below-quota ---------------------------------------------------------------------
     def limits(self) -> None:
@@ -327,7 +365,13 @@ class _Checker:
                         f"limit {shown_limit} is below quota "
                         f"{format_amount(resource, quota.value)}{_origin_note(quota)}"
                     )
-                self.report(record, target.at, "limit-below-quota", message, field=target.field)
+                self.report(
+                    record,
+                    self._at(record, target),
+                    "limit-below-quota",
+                    message,
+                    field=target.field,
+                )
 
     # children-quota-sum, child-quota-over-parent-limit, child-limit-over-parent-limit -------
     def children_rules(self) -> None:
@@ -343,22 +387,25 @@ class _Checker:
             return
         if not _valid(quota.value):
             return
-        total = Fraction(0)
-        parts: list[str] = []
+        total: Exact = 0
+        counted: list[tuple[QueueRecord, Exact, Exact]] = []
         for kid in kids:
             amount = kid.quota.get(resource)
             if amount is None or amount.value is None or not _valid(amount.value):
                 continue
             share = quota.value if amount.value == UNLIMITED else amount.value
             total += share
-            if amount.value != 0:
-                shown = "-1" if amount.value == UNLIMITED else format_amount(resource, share)
-                parts.append(f"{kid.name} {shown}")
+            counted.append((kid, amount.value, share))
         if total <= quota.value:
             return
+        parts = [
+            f"{kid.name} {'-1' if value == UNLIMITED else format_amount(resource, share)}"
+            for kid, value, share in counted
+            if value != 0
+        ]
         self.report(
             parent,
-            quota.at,
+            self._at(parent, quota),
             "children-quota-sum",
             f"the children's {resource} quotas sum to {format_amount(resource, total)} "
             f"({', '.join(parts)}), above the parent's quota "
@@ -386,7 +433,7 @@ class _Checker:
                 if quota.value == UNLIMITED:
                     self.report(
                         kid,
-                        quota.at,
+                        self._at(kid, quota),
                         "child-quota-over-parent-limit",
                         f"quota -1 (the parent's whole share) but parent {parent.name!r} is "
                         f"capped at limit {shown_limit}",
@@ -395,7 +442,7 @@ class _Checker:
                 elif quota.value > limit.value:
                     self.report(
                         kid,
-                        quota.at,
+                        self._at(kid, quota),
                         "child-quota-over-parent-limit",
                         f"quota {format_amount(resource, quota.value)}{_origin_note(quota)} is "
                         f"above the limit {shown_limit} of parent {parent.name!r}",
@@ -411,7 +458,7 @@ class _Checker:
             ):
                 self.report(
                     kid,
-                    kid_limit.at,
+                    self._at(kid, kid_limit),
                     "child-limit-over-parent-limit",
                     f"limit {format_amount(resource, kid_limit.value)}{_origin_note(kid_limit)} "
                     f"can never be reached: parent {parent.name!r} is capped at {shown_limit}",
@@ -458,7 +505,7 @@ class _Checker:
             if resource not in capacity:
                 continue
             total_capacity, at = capacity[resource]
-            total = Fraction(0)
+            total: Exact = 0
             parts: list[str] = []
             for record in tops:
                 amount = record.quota.get(resource)
@@ -484,7 +531,7 @@ class _Checker:
                 )
 
 
-def _valid(value: Fraction) -> bool:
+def _valid(value: Exact) -> bool:
     """-1 or a non-negative amount; other negatives are `values` problems and skipped here."""
     return value == UNLIMITED or value >= 0
 
@@ -499,7 +546,18 @@ def check_queues(
     ``capacity`` maps a resource to the cluster's amount (base units) and where it is written;
     given, the top-level quotas are checked against it (``over-capacity`` warnings).
     """
-    checker = _Checker(list(records))
+    records = list(records)
+    # A first pass in the order given finds whether there is any problem at all without looking
+    # at a single place (finding places can mean reading files again); only when there is one
+    # do the rules run again in the order of the places, for the exact messages.
+    if not _run(_Checker(records, exact=False), capacity):
+        return []
+    return _run(_Checker(records), capacity)
+
+
+def _run(
+    checker: _Checker, capacity: Mapping[str, tuple[Fraction, Source]] | None
+) -> list[Problem]:
     checker.names()
     checker.parents()
     checker.cycles()

@@ -15,6 +15,7 @@ numbers, priorities, parent references) are left to that rule, so ``-2`` is repo
 from __future__ import annotations
 
 import functools
+import json
 import math
 import re
 from collections.abc import Callable, Iterator
@@ -348,6 +349,15 @@ def _pattern_message(pattern: str, value: Any) -> str:
     return f"{value!r} is not a Kubernetes quantity"
 
 
+def _all_finite(data: Any) -> bool:
+    """No .inf / .nan anywhere (JSON's encoder, in C, refuses them: the usual case is quick)."""
+    try:
+        json.dumps(data, allow_nan=False)
+    except (ValueError, TypeError):  # a non-finite number, or something to look at closely
+        return False
+    return True
+
+
 def _non_finite(data: Any, path: FieldPath = ()) -> Iterator[FieldPath]:
     """Paths of .inf / .nan numbers, which JSON Schema's "number" lets through."""
     if isinstance(data, float) and not math.isfinite(data):
@@ -370,7 +380,7 @@ def _schema_problems(doc: Document) -> list[Problem]:
             object=doc.object_name,
             path=field_path(path) or None,
         )
-        for path in _non_finite(doc.data)
+        for path in ([] if _all_finite(doc.data) else _non_finite(doc.data))
     ]
     for top in [] if _fast_valid(doc) else validator.iter_errors(doc.data):
         for error in _leaf_errors(top):
@@ -490,7 +500,7 @@ def _same_object_twice(documents: list[Document]) -> list[Problem]:
     """Two documents for the same object: when applied, the second silently replaces the first."""
     problems: list[Problem] = []
     first: dict[tuple[str, str, str, str], Document] = {}
-    for doc in sorted(documents, key=lambda d: d.value_at(())):
+    for doc in sorted(documents, key=Document.order):
         if doc.kind in _DUPLICATES_ELSEWHERE:
             continue
         meta = doc.data.get("metadata")

@@ -26,7 +26,19 @@ _NUMBER_LIKE = re.compile(
 _RESERVED = {"true", "false", "yes", "no", "on", "off", "null", "y", "n", "~", ""}
 
 
+_TEXTS: dict[str, str] = {}  # strings already written (keys and repeated values), up to a bound
+_MAX_TEXTS = 4096
+
+
 def _scalar(value: Any) -> str:
+    if type(value) is str:
+        text = _TEXTS.get(value)
+        if text is None:
+            text = _string(value)
+            if len(_TEXTS) >= _MAX_TEXTS:  # full of one-off strings: start again
+                _TEXTS.clear()
+            _TEXTS[value] = text
+        return text
     if value is None:
         return "null"
     if isinstance(value, bool):
@@ -36,7 +48,10 @@ def _scalar(value: Any) -> str:
     if isinstance(value, float):
         text = repr(value)  # YAML 1.1 wants a dot in a float: 1e-05 -> 1.0e-05
         return text.replace("e", ".0e", 1) if "e" in text and "." not in text else text
-    text = str(value)
+    return _string(str(value))
+
+
+def _string(text: str) -> str:
     if _PLAIN.match(text) and not _NUMBER_LIKE.match(text) and text.lower() not in _RESERVED:
         return text
     return json.dumps(text, ensure_ascii=False)
@@ -61,7 +76,10 @@ def _mapping(value: dict[Any, Any], indent: str, out: list[str]) -> None:
 
 
 def _entry(prefix: str, item: Any, indent: str, out: list[str]) -> None:
-    if isinstance(item, dict) and item:
+    kind = type(item)
+    if kind is int or kind is float or (kind is str and "\n" not in item):
+        out.append(f"{prefix} {_scalar(item)}\n")  # the usual case first
+    elif isinstance(item, dict) and item:
         out.append(prefix + "\n")
         _mapping(item, indent + "  ", out)
     elif isinstance(item, list) and item:
