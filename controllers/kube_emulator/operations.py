@@ -93,7 +93,39 @@ class ApiCore:
         self.admission = Admission(self)
         self.faults = FaultInjector()
         self.collector = Collector(self)
-        self._bootstrap()
+        self.data_dir: Any = None
+        if self.options.data_dir:
+            self._open_data_dir(self.options.data_dir)
+        else:
+            self._bootstrap()
+
+    def _open_data_dir(self, path: str) -> None:
+        """Objects from a data directory (or the bootstrap ones in a new one), journaled from
+        now on (kube_emulator.persistence)."""
+        from kube_emulator.persistence import DataDir
+
+        data_dir = DataDir(path)
+        rv, objects = data_dir.load()
+        data_dir.attach(self.store)
+        self.data_dir = data_dir
+        if not objects:
+            self._bootstrap()
+            return
+        with self.store.lock:
+            for crd in objects.get(CRD_KEY, {}).values():
+                self._install_crd(crd)
+            for tkey, by_key in objects.items():
+                for obj in by_key.values():
+                    self.store.restore(tkey, obj)
+            # one past anything a client may have seen; the history is gone (410 Gone)
+            self.store.rv = rv + 1
+            self.store.compacted_rv = self.store.rv
+
+    def close(self) -> None:
+        """Write the data directory's last snapshot (nothing without one)."""
+        if self.data_dir is not None:
+            self.data_dir.close()
+            self.data_dir = None
 
     # -- catalogue -------------------------------------------------------------------------
     def resolve(self, group: str, version: str, plural: str) -> ResourceType:

@@ -156,6 +156,13 @@ class Store:
             return out
 
     # -- writes --------------------------------------------------------------------------
+    def restore(self, tkey: TypeKey, obj: dict[str, Any]) -> None:
+        """Put back an object read from a data directory (no event, no history)."""
+        meta = obj["metadata"]
+        ns, name = meta.get("namespace") or "", meta["name"]
+        self.objects.setdefault(tkey, {}).setdefault(ns, {})[name] = obj
+        self._index_owners(tkey, ns, name, None, obj)
+
     def next_rv(self) -> int:
         self.rv += 1
         return self.rv

@@ -10,6 +10,11 @@ from pathlib import Path
 from kai.commands._logs import add_logging_options, announce, complain, setup_logging
 
 HELP = "run only the embedded Kubernetes API server"
+DESCRIPTION = (
+    "Run the embedded Kubernetes API server until SIGTERM or Ctrl-C. Every request needs the "
+    "bearer token of the kubeconfig it writes (--kubeconfig-out), a new random one at each "
+    "start. Objects live in memory: without --data-dir, a restart loses every object."
+)
 
 
 def _rate(text: str) -> float:
@@ -48,11 +53,12 @@ def _service(text: str) -> tuple[str, str]:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.description = DESCRIPTION
     parser.add_argument(
         "--host",
         default="127.0.0.1",
         help="address to listen on (default: loopback only; any other address is warned about: "
-        "the server has no authentication)",
+        "whoever has the token, or anyone with --insecure-no-auth, can change every object)",
     )
     parser.add_argument("--port", type=int, default=0, help="port (default: any free port)")
     parser.add_argument(
@@ -111,6 +117,33 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="run Job, ReplicaSet, Deployment and StatefulSet controllers that create their pods",
     )
     parser.add_argument(
+        "--insecure-no-auth",
+        action="store_true",
+        help="accept requests without the bearer token (warned about; anyone who can connect "
+        "can read and change every object)",
+    )
+    parser.add_argument(
+        "--enable-test-endpoints",
+        action="store_true",
+        help="serve /kai-sim/faults (fault injection) and /kai-sim/compact (history "
+        "compaction) to clients with the token (default: 404)",
+    )
+    parser.add_argument(
+        "--max-connections",
+        type=_positive_int,
+        default=1024,
+        metavar="N",
+        help="open client connections at most; a new one closes the longest-idle one, or gets "
+        "503 when none is idle (lowered to fit the file-descriptor limit)",
+    )
+    parser.add_argument(
+        "--data-dir",
+        type=Path,
+        metavar="DIR",
+        help="keep objects and the resourceVersion counter in DIR across restarts (default: "
+        "in memory only, a restart loses every object)",
+    )
+    parser.add_argument(
         "--fault-error-rate",
         type=_rate,
         default=0.0,
@@ -153,6 +186,25 @@ def is_loopback(host: str) -> bool:
         return False  # a host name: it may resolve to anything
 
 
+def warn_exposure(logger: str, host: str, no_auth: bool) -> None:
+    """Log a warning for a non-loopback address and for running without authentication."""
+    log = logging.getLogger(logger)
+    if no_auth:
+        log.warning(
+            "--insecure-no-auth: requests need no token; anyone who can connect to the API "
+            "server can read and change every object"
+        )
+    if not is_loopback(host):
+        log.warning(
+            "--host %s is not a loopback address: the API server is reachable from the network; %s",
+            host,
+            "it has no authentication (--insecure-no-auth)"
+            if no_auth
+            else "whoever obtains its token (in the kubeconfig) can change every object, and "
+            "the token travels in clear text without --tls",
+        )
+
+
 def _tls_unavailable() -> bool:
     """``--tls`` needs the ``cryptography`` package, which comes with the ``local`` extra."""
     import importlib.util
@@ -183,19 +235,22 @@ def run(args: argparse.Namespace) -> int:
         bookmark_interval=args.bookmark_interval,
         webhook_services=dict(args.webhook_service),
         workload_controllers=args.workload_controllers,
+        require_auth=not args.insecure_no_auth,
+        enable_test_endpoints=args.enable_test_endpoints,
+        max_connections=args.max_connections,
+        data_dir=str(args.data_dir) if args.data_dir else None,
     )
-    if not is_loopback(args.host):
-        logging.getLogger("kai.apiserver").warning(
-            "--host %s is not a loopback address: anyone who can reach it can read and change "
-            "every object (the embedded API server has no authentication)",
-            args.host,
-        )
-    server = ApiServer(options)
+    warn_exposure("kai.apiserver", args.host, args.insecure_no_auth)
     try:
+        server = ApiServer(options)
         server.start()
     except OSError as exc:
-        message = f"cannot listen on {args.host}:{args.port}: {exc.strerror}"
+        where = exc.filename or f"{args.host}:{args.port}"
+        message = f"cannot {'use' if exc.filename else 'listen on'} {where}: {exc.strerror}"
         complain("kai apiserver", message, args.log_format)
+        return 2
+    except ValueError as exc:  # a data directory that cannot be read back
+        complain("kai apiserver", str(exc), args.log_format)
         return 2
     server.faults.configure(
         error_rate=args.fault_error_rate,
