@@ -33,6 +33,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("kube_emulator")
 MAX_BODY = 3 * 1024 * 1024  # what kube-apiserver accepts per request body
+DRAIN_LIMIT = 16 * 1024 * 1024  # a larger body is refused unread (the client may see a reset)
 _PHRASES = {status.value: status.phrase for status in HTTPStatus}
 _date_cache: list[Any] = [0, ""]
 
@@ -398,6 +399,15 @@ class ApiHandler(BaseHTTPRequestHandler):
             raise bad_request("Content-Length must not be negative")
         if length > MAX_BODY:
             self.close_connection = True  # the unread body makes the connection unusable
+            if length <= DRAIN_LIMIT:
+                # read it (and drop it) first: a client that sends its whole body before reading
+                # the answer would otherwise see a reset (over TLS: an EOF) instead of the 413
+                left = length
+                while left > 0:
+                    piece = self.rfile.read(min(left, 1 << 16))
+                    if not piece:
+                        break
+                    left -= len(piece)
             raise ApiError(
                 413, f"Request entity too large: limit is {MAX_BODY}", "RequestEntityTooLarge"
             )

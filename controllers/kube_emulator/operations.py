@@ -19,7 +19,7 @@ from typing import Any
 import orjson
 
 from kube_emulator import apply as server_side_apply
-from kube_emulator import binding, conversion, deletion, lifecycle, listing, meta
+from kube_emulator import binding, conversion, deletion, lifecycle, listing, meta, validation
 from kube_emulator.controllers import defaults as workload_defaults
 from kube_emulator.deletion import with_rv as _with_rv
 from kube_emulator.errors import (
@@ -254,7 +254,13 @@ class ApiCore:
         md = obj["metadata"]
         name = md.get("name") or md.get("generateName") or ""
         causes = meta.label_causes(md) + meta.owner_causes(md)
-        warnings: list[str] = []
+        finalizer_errors, warnings = validation.finalizer_causes(md, not rt.is_custom)
+        causes += finalizer_errors
+        if not rt.is_custom:
+            validation.check_int64(rt.kind, version, obj)
+            causes += validation.resource_causes(rt.key, version, rt.kind, obj)
+            if rt.key == PODS_KEY:
+                validation.default_container_statuses(obj)
         if rt.is_custom:
             prune = opts.field_validation != "Strict"
             errors, unknown = validate_custom_resource(obj, rt.schemas.get(version), prune, old)

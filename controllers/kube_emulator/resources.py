@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kube_emulator.errors import ApiError
-from kube_emulator.shapes import schema_problem
+from kube_emulator.shapes import pattern_causes, schema_problem
 
 ALL_VERBS = ("create", "delete", "deletecollection", "get", "list", "patch", "update", "watch")
 
@@ -400,6 +400,8 @@ def check_crd(crd: dict[str, Any]) -> list[dict[str, str]]:
         if schema is None:
             continue
         problem = schema_problem(schema, f"spec.versions[{i}].schema.openAPIV3Schema")
+        if not problem:
+            causes.extend(pattern_causes(schema, f"spec.versions[{i}].schema.openAPIV3Schema"))
         if problem:
             causes.append(
                 {

@@ -116,6 +116,12 @@ class ApiServer:
         """The ``Authorization`` header for a request made without the kubeconfig."""
         return {"Authorization": f"Bearer {self.token}"} if self.token else {}
 
+    def ssl_context(self) -> ssl.SSLContext | None:
+        """A client context that trusts this server's certificate (None over plain HTTP)."""
+        if self.certs is None:
+            return None
+        return ssl.create_default_context(cadata=self.certs.ca_pem.decode())
+
     @property
     def faults(self) -> FaultInjector:
         return self.core.faults

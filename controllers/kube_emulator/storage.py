@@ -241,6 +241,14 @@ class Store:
         del self.history[:drop]
         self._expire_snapshots()
 
+    def oldest_rv(self) -> int:
+        """The oldest resourceVersion a watch can resume from: the history keeps the last
+        ``history_size`` events (trimmed in batches, but never served beyond that window)."""
+        extra = len(self.history) - self.history_size
+        if extra > 0:
+            return max(self.compacted_rv, self.history[extra - 1].rv)
+        return self.compacted_rv
+
     def compact(self) -> None:
         """Forget all history up to now (what an etcd compaction does)."""
         with self.lock:
@@ -273,7 +281,7 @@ class Store:
                 assert initial is not None
                 backlog = [Event(self.rv, "ADDED", tkey, o, None) for o in initial()]
             else:
-                if since < self.compacted_rv:
+                if since < self.oldest_rv():
                     raise LookupError(since)
                 start = bisect.bisect_right(self.history, since, key=lambda e: e.rv)
                 backlog = [e for e in self.history[start:] if e.tkey == tkey]
@@ -320,6 +328,9 @@ class Store:
     def load_snapshot(self, token: str) -> Snapshot | None:
         with self.lock:
             snap = self.snapshots.get(token)
+            if snap is not None and snap.rv < self.oldest_rv():
+                del self.snapshots[token]  # its resourceVersion left the history window
+                return None
             if snap is not None:
                 self.snapshots.move_to_end(token)
             return snap

@@ -11,9 +11,9 @@ from kai.commands._logs import add_logging_options, announce, complain, setup_lo
 
 HELP = "run only the embedded Kubernetes API server"
 DESCRIPTION = (
-    "Run the embedded Kubernetes API server until SIGTERM or Ctrl-C. Every request needs the "
-    "bearer token of the kubeconfig it writes (--kubeconfig-out), a new random one at each "
-    "start. Objects live in memory: without --data-dir, a restart loses every object."
+    "Run the embedded Kubernetes API server until SIGTERM or Ctrl-C. It serves HTTPS, and every "
+    "request needs the bearer token of the kubeconfig it writes (--kubeconfig-out), a new random "
+    "one at each start. Objects live in memory: without --data-dir, a restart loses every object."
 )
 
 
@@ -67,10 +67,19 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="FILE",
         help="write a kubeconfig for this server to FILE (default: write none)",
     )
-    parser.add_argument(
+    scheme = parser.add_mutually_exclusive_group()
+    scheme.add_argument(
         "--tls",
         action="store_true",
-        help="serve HTTPS with a self-signed certificate (in the kubeconfig)",
+        help="serve HTTPS with a new self-signed certificate, its CA in the kubeconfig (the "
+        "default; this flag makes a missing 'cryptography' package an error instead of a "
+        "fallback to plain HTTP)",
+    )
+    scheme.add_argument(
+        "--no-tls",
+        action="store_true",
+        help="serve plain HTTP: kubectl then sends no token (it sends credentials over HTTPS "
+        "only), so use it with --insecure-no-auth or with clients that send the token anyway",
     )
     parser.add_argument(
         "--field-validation",
@@ -200,8 +209,7 @@ def warn_exposure(logger: str, host: str, no_auth: bool) -> None:
             host,
             "it has no authentication (--insecure-no-auth)"
             if no_auth
-            else "whoever obtains its token (in the kubeconfig) can change every object, and "
-            "the token travels in clear text without --tls",
+            else "whoever obtains its token (in the kubeconfig) can read and change every object",
         )
 
 
@@ -212,22 +220,38 @@ def _tls_unavailable() -> bool:
     return importlib.util.find_spec("cryptography") is None
 
 
-def run(args: argparse.Namespace) -> int:
-    if args.tls and _tls_unavailable():
+def use_tls(command: str, explicit: bool, no_tls: bool, log_format: str) -> bool | None:
+    """Whether to serve HTTPS (the default); None when ``--tls`` was asked for and cannot be
+    had (reported). Without the ``cryptography`` package the default falls back to plain HTTP
+    with a warning."""
+    if no_tls:
+        return False
+    if not _tls_unavailable():
+        return True
+    if explicit:
         complain(
-            "kai apiserver",
-            "--tls needs the 'cryptography' package: pip install 'kai[local]'",
-            args.log_format,
+            command, "--tls needs the 'cryptography' package: pip install 'kai[local]'", log_format
         )
+        return None
+    logging.getLogger(f"kai.{command.split()[-1]}").warning(
+        "serving plain HTTP: HTTPS needs the 'cryptography' package (pip install 'kai[local]'); "
+        "kubectl sends no token over plain HTTP"
+    )
+    return False
+
+
+def run(args: argparse.Namespace) -> int:
+    setup_logging(args.log_level, args.log_format)
+    tls = use_tls("kai apiserver", args.tls, args.no_tls, args.log_format)
+    if tls is None:
         return 2
     from kai.commands._signals import stop_on_signals
     from kube_emulator import ApiServer, ServerOptions
 
-    setup_logging(args.log_level, args.log_format)
     options = ServerOptions(
         host=args.host,
         port=args.port,
-        tls=args.tls,
+        tls=tls,
         default_field_validation=args.field_validation,
         pod_deletion=args.pod_deletion,
         taint_new_nodes=not args.no_node_taint,

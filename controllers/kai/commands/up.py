@@ -51,6 +51,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="the API server accepts requests without the kubeconfig's bearer token (warned about)",
     )
     parser.add_argument(
+        "--no-tls",
+        action="store_true",
+        help="the API server speaks plain HTTP (default: HTTPS with a new self-signed "
+        "certificate in the kubeconfig; kubectl sends the token over HTTPS only)",
+    )
+    parser.add_argument(
         "--data-dir",
         metavar="DIR",
         help="keep the API server's objects in DIR across restarts (default: in memory only, "
@@ -162,13 +168,15 @@ class Up:
         args = self.args
         # the workload controllers: submitted Jobs, Deployments, ReplicaSets and StatefulSets
         # get their pods, as kube-controller-manager makes them on a real cluster
-        from kai.commands.apiserver import warn_exposure
+        from kai.commands.apiserver import use_tls, warn_exposure
 
         warn_exposure("kai.up", args.host, args.insecure_no_auth)
+        tls = use_tls("kai up", False, args.no_tls, args.log_format)
         try:
             self.server = ApiServer(
                 host=args.host,
                 port=args.port,
+                tls=bool(tls),
                 workload_controllers=True,
                 require_auth=not args.insecure_no_auth,
                 data_dir=args.data_dir,
