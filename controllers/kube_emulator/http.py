@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import hmac
 import logging
+import re
 import socket
 import threading
 import time
@@ -458,6 +459,8 @@ class ApiHandler(BaseHTTPRequestHandler):
                 raise bad_request(f"the request body is not valid YAML: {exc}") from exc
         if ctype == "application/vnd.kubernetes.protobuf":
             return protobuf.decode(raw)
+        if _LONG_NUMBER.search(raw):
+            return _exact_json(raw)
         try:
             return orjson.loads(raw)
         except orjson.JSONDecodeError as exc:
@@ -795,6 +798,24 @@ _VERBS: dict[str, dict[bool, str]] = {
     "PATCH": {False: "patch", True: "patch"},
     "DELETE": {False: "delete", True: "deletecollection"},
 }
+
+
+# 19 digits or more: perhaps an integer beyond 64 bits, which orjson turns into a float
+_LONG_NUMBER = re.compile(rb"[0-9]{19}")
+
+
+def _exact_json(raw: bytes) -> Any:
+    """JSON with exact integers (the standard library's parser), so that a number beyond int64
+    is seen as such and refused, not rounded to a float."""
+    import json
+
+    def no_constant(name: str) -> Any:
+        raise ValueError(f"{name} is not JSON")
+
+    try:
+        return json.loads(raw, parse_constant=no_constant)
+    except (ValueError, RecursionError) as exc:
+        raise bad_request(f"the request body is not valid JSON: {exc}") from exc
 
 
 def _quoted(text: str) -> str:

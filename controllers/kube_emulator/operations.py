@@ -257,7 +257,7 @@ class ApiCore:
         finalizer_errors, warnings = validation.finalizer_causes(md, not rt.is_custom)
         causes += finalizer_errors
         if not rt.is_custom:
-            validation.check_int64(rt.kind, version, obj)
+            validation.check_int64(rt.key, rt.kind, version, obj)
             causes += validation.resource_causes(rt.key, version, rt.kind, obj)
             if rt.key == PODS_KEY:
                 validation.default_container_statuses(obj)

@@ -45,7 +45,13 @@ def compile_go(pattern: str) -> Any:
         raw = exc.args[0] if exc.args else b""
         text = raw.decode("utf-8", "replace") if isinstance(raw, bytes) else str(raw)
         code, sep, expr = text.partition(": ")
-        code = _GO_CODES.get(code, code)
+        if code == "invalid perl operator" and expr.startswith("(?<"):
+            # Go reads "(?<" as the start of a named capture: up to its ">", or to the end
+            rest = pattern[pattern.find("(?<") :]
+            close = rest.find(">")
+            code, expr = "invalid named capture", rest if close < 0 else rest[: close + 1]
+        else:
+            code = _GO_CODES.get(code, code)
         detail = f"{code}: `{expr}`" if sep else code
         raise RegexError(f"error parsing regexp: {detail}") from None
 

@@ -394,14 +394,22 @@ def check_crd(crd: dict[str, Any]) -> list[dict[str, str]]:
                 "message": "Invalid value: must have exactly one version marked as storage version",
             }
         )
+    schemas = [(v.get("schema") or {}).get("openAPIV3Schema") for v in versions]
+    shared = len(versions) > 0 and all(x == schemas[0] for x in schemas)
     for i, version in enumerate(versions):
         req(bool(version.get("name")), f"spec.versions[{i}].name")
         schema = (version.get("schema") or {}).get("openAPIV3Schema")
         if schema is None:
             continue
         problem = schema_problem(schema, f"spec.versions[{i}].schema.openAPIV3Schema")
-        if not problem:
-            causes.extend(pattern_causes(schema, f"spec.versions[{i}].schema.openAPIV3Schema"))
+        if not problem and (i == 0 or not shared):
+            # the real server names a schema all versions share spec.validation.openAPIV3Schema
+            where = (
+                "spec.validation.openAPIV3Schema"
+                if shared
+                else f"spec.versions[{i}].schema.openAPIV3Schema"
+            )
+            causes.extend(pattern_causes(schema, where))
         if problem:
             causes.append(
                 {

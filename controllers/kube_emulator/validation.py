@@ -26,7 +26,6 @@ from kube_emulator.errors import ApiError, field_cause
 Cause = dict[str, str]
 
 QUANTITY_SYNTAX = "^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$"
-_NUMBER = re.compile(r"^([+-]?)([0-9]*)(?:\.([0-9]*))?")
 _BINARY = {"Ki": 10, "Mi": 20, "Gi": 30, "Ti": 40, "Pi": 50, "Ei": 60}
 _DECIMAL = {"n": -9, "u": -6, "m": -3, "": 0, "k": 3, "M": 6, "G": 9, "T": 12, "P": 15, "E": 18}
 _EXPONENT = re.compile(r"^[eE]([+-]?[0-9]+)$")
@@ -34,31 +33,58 @@ _CONTEXT = decimal.Context(prec=80, Emax=10**6, Emin=-(10**6))
 INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
 
 
-def parse_quantity(value: Any) -> decimal.Decimal | None:
-    """The amount a Kubernetes quantity (``"1.5Gi"``, ``"100m"``, ``"2e3"``, ``4``) stands for;
-    None when it is not one."""
-    if isinstance(value, bool):
-        return None
+QUANTITY_FORMAT = f"quantities must match the regular expression '{QUANTITY_SYNTAX}'"
+QUANTITY_SUFFIX = "unable to parse quantity's suffix"
+
+
+def _digits(text: str, pos: int) -> int:
+    """The end of the run of ASCII digits at ``pos``."""
+    while pos < len(text) and "0" <= text[pos] <= "9":
+        pos += 1
+    return pos
+
+
+def parse_quantity(value: Any) -> decimal.Decimal | str:
+    """The amount a Kubernetes quantity (``"1.5Gi"``, ``"100m"``, ``"2e3"``, ``4``) stands for,
+    or the real decoder's error message (apimachinery's ParseQuantity, step by step: ``"Gi"``
+    is 0, ``"1."`` is 1, ``"--1"`` and ``"1e"`` have a bad suffix, ``"5 Gi"`` a bad format)."""
+    if isinstance(value, bool) or value is None:
+        return QUANTITY_FORMAT
     if isinstance(value, int | float):
-        value = str(value)
-    if not isinstance(value, str) or not value or len(value) > 100:
-        return None
-    match = _NUMBER.match(value)
-    if match is None or not (match[2] or match[3]):
-        return None
-    suffix = value[match.end() :]
-    number = decimal.Decimal(f"{match[1]}{match[2] or '0'}.{match[3] or '0'}")
+        value = repr(value) if isinstance(value, float) else str(value)
+    if not isinstance(value, str):
+        return QUANTITY_FORMAT
+    text = value.strip()
+    if not text or len(text) > 256:
+        return QUANTITY_FORMAT
+    pos, end = 0, len(text)
+    sign = 1
+    if text[0] in "+-":
+        sign = -1 if text[0] == "-" else 1
+        pos = 1
+    start, pos = pos, _digits(text, pos)
+    whole = text[start:pos] or "0"
+    fraction = ""
+    if pos < end and text[pos] == ".":
+        start, pos = pos + 1, _digits(text, pos + 1)
+        fraction = text[start:pos]
+    suffix_start = pos
+    while pos < end and text[pos] in "eEinumkKMGTP":
+        pos += 1
+    if pos < end and text[pos] in "+-":
+        pos += 1
+    if _digits(text, pos) < end:
+        return QUANTITY_FORMAT
+    suffix = text[suffix_start:]
+    number = decimal.Decimal(f"{whole}.{fraction or '0'}") * sign
     if suffix in _BINARY:
         return _CONTEXT.multiply(number, decimal.Decimal(2) ** _BINARY[suffix])
     if suffix in _DECIMAL:
         return _CONTEXT.scaleb(number, _DECIMAL[suffix])
     exponent = _EXPONENT.match(suffix)
-    if exponent is None:
-        return None
-    power = int(exponent[1])
-    if abs(power) > 10**5:
-        return None
-    return _CONTEXT.scaleb(number, power)
+    if exponent is None or abs(int(exponent[1])) > 2**31 - 1:
+        return QUANTITY_SUFFIX
+    return _CONTEXT.scaleb(number, max(-(10**5), min(10**5, int(exponent[1]))))
 
 
 def is_extended_resource(name: str) -> bool:
@@ -84,10 +110,8 @@ def _amounts(
         return out
     for name, raw in values.items():
         amount = parse_quantity(raw)
-        if amount is None:
-            raise _undecodable(
-                kind, version, f"quantities must match the regular expression '{QUANTITY_SYNTAX}'"
-            )
+        if isinstance(amount, str):
+            raise _undecodable(kind, version, amount)
         out[name] = amount
         where = f"{path}[{name}]"
         if amount < 0:
@@ -164,16 +188,33 @@ def resource_causes(
     return causes
 
 
-def check_int64(kind: str, version: str, obj: Any) -> None:
-    """400 for a number no int64 holds, anywhere in a built-in object (every number field of
-    one is an integer; a JSON parser reads 99999999999999999999 as the float 1e20)."""
+# maps of quantities (a quantity may be a JSON number of any size: ``cpu: 1e3``)
+_QUANTITY_MAPS = frozenset(
+    ("requests", "limits", "capacity", "allocatable", "hard", "used", "overhead")
+)
+# built-in kinds with free-form JSON inside (schemas, defaults, raw revisions)
+_FREE_FORM = frozenset(
+    (("apiextensions.k8s.io", "customresourcedefinitions"), ("apps", "controllerrevisions"))
+)
+
+
+def check_int64(key: tuple[str, str], kind: str, version: str, obj: Any) -> None:
+    """400 for a number no int64 holds in a built-in object: a JSON parser reads
+    99999999999999999999 as the float 1e20, which Go's decoder refuses for an integer field
+    (and a built-in kind has no float fields, only quantities)."""
+    if key in _FREE_FORM:
+        return
     todo: list[tuple[Any, str]] = [(obj, "")]
     while todo:
         node, path = todo.pop()
         if isinstance(node, dict):
-            todo.extend((v, f"{path}.{k}" if path else str(k)) for k, v in node.items())
+            todo.extend(
+                (v, f"{path}.{k}" if path else str(k))
+                for k, v in node.items()
+                if k not in _QUANTITY_MAPS
+            )
         elif isinstance(node, list):
-            todo.extend((v, f"{path}[{i}]") for i, v in enumerate(node))
+            todo.extend((v, path) for v in node)
         elif (
             isinstance(node, int | float)
             and not isinstance(node, bool)

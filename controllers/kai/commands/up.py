@@ -226,7 +226,7 @@ class Up:
         kept = (
             f"objects kept in {self.args.data_dir}"
             if self.args.data_dir
-            else "objects in memory only: stopping loses them (--data-dir DIR keeps them)"
+            else "in memory: a restart loses every object; --data-dir DIR keeps them"
         )
         self.log.info(
             "starting: API server %s (%s)", self.server.url, kept, extra={"url": self.server.url}
