@@ -199,8 +199,8 @@ class ApiHTTPServer(ThreadingHTTPServer):
                     if c.state in self._deadlines and now - c.since > self._deadlines[c.state]
                 ]
             for conn in late:
-                conn.cut()
                 self.timed_out_connections += 1
+                conn.cut()
 
     def server_close(self) -> None:
         self._closed.set()
