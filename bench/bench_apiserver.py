@@ -68,7 +68,7 @@ def main() -> None:
     else:
         proc = subprocess.Popen(
             [
-                *(sys.executable, "-m", "kai.cli", "apiserver", "--no-node-taint"),
+                *(sys.executable, "-m", "kai.cli", "apiserver", "--no-node-taint", "--no-tls"),
                 *("--kubeconfig-out", str(kubeconfig)),
             ],
             stdout=subprocess.PIPE,

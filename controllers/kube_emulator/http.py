@@ -296,10 +296,12 @@ class ApiHandler(BaseHTTPRequestHandler):
     def setup(self) -> None:
         self.conn = self.server.connection_of(self.request)
         opts = self.server.core.options
+        super().setup()
         # a backstop for a client that stops reading what it is sent (the reaper thread
         # enforces the read deadlines precisely)
-        self.timeout = 2 * max(opts.idle_timeout, opts.header_timeout, opts.body_timeout)
-        super().setup()
+        self.connection.settimeout(
+            2 * max(opts.idle_timeout, opts.header_timeout, opts.body_timeout)
+        )
 
     def handle_one_request(self) -> None:
         """Wait for the next request as ``idle``; from its first byte, read its head as
