@@ -37,10 +37,16 @@ def server() -> Iterator[ApiServer]:
 def _ask(
     server: ApiServer, method: str, path: str, token: str | None, body: bytes = b""
 ) -> tuple[int, bytes]:
-    """One request over a fresh connection; the status code and the body."""
+    return _ask_url(server.url, method, path, token, body)
+
+
+def _ask_url(
+    url: str, method: str, path: str, token: str | None, body: bytes = b""
+) -> tuple[int, bytes]:
+    """One request over a fresh plain-HTTP connection; the status code and the body."""
     import http.client
 
-    parts = urlsplit(server.url)
+    parts = urlsplit(url)
     conn = http.client.HTTPConnection(parts.hostname, parts.port, timeout=10)
     headers = {"Content-Type": "application/json"}
     if token is not None:
@@ -209,9 +215,11 @@ def test_1500_half_open_connections_under_a_1024_descriptor_limit(tmp_path):
             target=_flood, args=((parts.hostname, parts.port), 1500, sockets), daemon=True
         )
         flooder.start()
+        token = yaml.safe_load(kubeconfig.read_text())["users"][0]["user"]["token"]
         answered, started = 0, time.monotonic()
         while flooder.is_alive() or answered < 20:
-            assert v1.list_namespace(_request_timeout=10).items
+            assert v1.list_namespace(_request_timeout=10).items  # a kept-alive connection
+            assert _ask_url(url, "GET", "/api/v1/namespaces", token)[0] == 200  # a new one
             answered += 1
             assert time.monotonic() - started < 90
         flooder.join(30)
