@@ -46,6 +46,7 @@ from kube_emulator.shapes import SHAPES, unknown_top_level
 from kube_emulator.storage import Store
 
 CRD_KEY = ("apiextensions.k8s.io", "customresourcedefinitions")
+NODES_KEY = ("", "nodes")
 NS_KEY = ("", "namespaces")
 PODS_KEY = ("", "pods")
 JOBS_KEY = ("batch", "jobs")
@@ -258,7 +259,8 @@ class ApiCore:
         causes += finalizer_errors
         if not rt.is_custom:
             validation.check_int64(rt.key, rt.kind, version, obj)
-            causes += validation.resource_causes(rt.key, version, rt.kind, obj)
+            if old is None or obj.get("spec") != old.get("spec") or rt.key == NODES_KEY:
+                causes += validation.resource_causes(rt.key, version, rt.kind, obj)
             if rt.key == PODS_KEY:
                 validation.default_container_statuses(obj)
         if rt.is_custom:

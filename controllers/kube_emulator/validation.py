@@ -18,6 +18,7 @@ the real server words it (checked against kube-apiserver v1.36):
 from __future__ import annotations
 
 import decimal
+import functools
 import re
 from typing import Any
 
@@ -45,6 +46,18 @@ def _digits(text: str, pos: int) -> int:
 
 
 def parse_quantity(value: Any) -> decimal.Decimal | str:
+    """Cached :func:`_parse_quantity` (the same few amounts come back on every pod write)."""
+    if isinstance(value, str | int | float) and not isinstance(value, bool):
+        return _parse_cached(value, type(value))
+    return _parse_quantity(value)
+
+
+@functools.lru_cache(maxsize=4096)
+def _parse_cached(value: Any, _kind: type) -> decimal.Decimal | str:
+    return _parse_quantity(value)
+
+
+def _parse_quantity(value: Any) -> decimal.Decimal | str:
     """The amount a Kubernetes quantity (``"1.5Gi"``, ``"100m"``, ``"2e3"``, ``4``) stands for,
     or the real decoder's error message (apimachinery's ParseQuantity, step by step: ``"Gi"``
     is 0, ``"1."`` is 1, ``"--1"`` and ``"1e"`` have a bad suffix, ``"5 Gi"`` a bad format)."""
@@ -113,13 +126,17 @@ def _amounts(
         if isinstance(amount, str):
             raise _undecodable(kind, version, amount)
         out[name] = amount
-        where = f"{path}[{name}]"
         if amount < 0:
             causes.append(
-                field_cause(where, f'Invalid value: "{raw}": must be greater than or equal to 0')
+                field_cause(
+                    f"{path}[{name}]",
+                    f'Invalid value: "{raw}": must be greater than or equal to 0',
+                )
             )
         elif extended_whole and is_extended_resource(name) and amount != amount.to_integral():
-            causes.append(field_cause(where, f'Invalid value: "{raw}": must be an integer'))
+            causes.append(
+                field_cause(f"{path}[{name}]", f'Invalid value: "{raw}": must be an integer')
+            )
     return out
 
 
@@ -202,31 +219,55 @@ def check_int64(key: tuple[str, str], kind: str, version: str, obj: Any) -> None
     """400 for a number no int64 holds in a built-in object: a JSON parser reads
     99999999999999999999 as the float 1e20, which Go's decoder refuses for an integer field
     (and a built-in kind has no float fields, only quantities)."""
-    if key in _FREE_FORM:
+    if key in _FREE_FORM or _int64_ok(obj):
         return
-    todo: list[tuple[Any, str]] = [(obj, "")]
+    path, number = _first_out_of_range(obj, "")
+    shown = f"{number:.0f}" if isinstance(number, float) else str(number)
+    raise _undecodable(
+        kind,
+        version,
+        f"json: cannot unmarshal number {shown} into Go struct field {kind}.{path} of type int64",
+    )
+
+
+def _int64_ok(obj: Any) -> bool:
+    """No number out of the int64 range outside quantity maps (the fast walk, no paths)."""
+    todo = [obj]
     while todo:
-        node, path = todo.pop()
+        node = todo.pop()
         if isinstance(node, dict):
-            todo.extend(
-                (v, f"{path}.{k}" if path else str(k))
-                for k, v in node.items()
-                if k not in _QUANTITY_MAPS
-            )
+            for k, v in node.items():
+                if isinstance(v, dict | list):
+                    if k not in _QUANTITY_MAPS:
+                        todo.append(v)
+                elif (type(v) is int or type(v) is float) and not INT64_MIN <= v <= INT64_MAX:
+                    return False
         elif isinstance(node, list):
-            todo.extend((v, path) for v in node)
-        elif (
-            isinstance(node, int | float)
-            and not isinstance(node, bool)
-            and not INT64_MIN <= node <= INT64_MAX
-        ):
-            shown = f"{node:.0f}" if isinstance(node, float) else str(node)
-            raise _undecodable(
-                kind,
-                version,
-                f"json: cannot unmarshal number {shown} into Go struct field "
-                f"{kind}.{path} of type int64",
-            )
+            for v in node:
+                if isinstance(v, dict | list):
+                    todo.append(v)
+                elif (type(v) is int or type(v) is float) and not INT64_MIN <= v <= INT64_MAX:
+                    return False
+    return True
+
+
+def _first_out_of_range(node: Any, path: str) -> tuple[str, Any]:
+    """Where the number out of range is (the slow walk, once a bad one is known to exist)."""
+    if isinstance(node, dict):
+        for k, v in node.items():
+            if k in _QUANTITY_MAPS and isinstance(v, dict | list):
+                continue
+            found = _first_out_of_range(v, f"{path}.{k}" if path else str(k))
+            if found[0]:
+                return found
+    elif isinstance(node, list):
+        for v in node:
+            found = _first_out_of_range(v, path)
+            if found[0]:
+                return found
+    elif (type(node) is int or type(node) is float) and not INT64_MIN <= node <= INT64_MAX:
+        return path or "(root)", node
+    return "", None
 
 
 _STANDARD_FINALIZERS = frozenset(("kubernetes", "orphan", "foregroundDeletion"))
