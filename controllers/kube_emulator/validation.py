@@ -48,12 +48,12 @@ def _digits(text: str, pos: int) -> int:
 def parse_quantity(value: Any) -> decimal.Decimal | str:
     """Cached :func:`_parse_quantity` (the same few amounts come back on every pod write)."""
     if isinstance(value, str | int | float) and not isinstance(value, bool):
-        return _parse_cached(value, type(value))
+        return _parse_cached(value, type(value).__name__)  # 1 and 1.0 and "1" cached apart
     return _parse_quantity(value)
 
 
 @functools.lru_cache(maxsize=4096)
-def _parse_cached(value: Any, _kind: type) -> decimal.Decimal | str:
+def _parse_cached(value: Any, _kind: str) -> decimal.Decimal | str:
     return _parse_quantity(value)
 
 
