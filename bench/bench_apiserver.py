@@ -14,18 +14,25 @@ import json
 import signal
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 
 import urllib3
+import yaml
 
 from kube_emulator import ApiServer
+
+AUTH: dict[str, str] = {}  # the server's bearer token, read from its kubeconfig
 
 
 def _run(pool: urllib3.PoolManager, method: str, url: str, body: object = None) -> dict:
     data = json.dumps(body).encode() if body is not None else None
-    resp = pool.request(method, url, body=data, headers={"Content-Type": "application/json"})
+    resp = pool.request(
+        method, url, body=data, headers={"Content-Type": "application/json", **AUTH}
+    )
     if resp.status >= 300:
         raise RuntimeError(f"{method} {url}: {resp.status} {resp.data[:200]!r}")
     return json.loads(resp.data)
@@ -52,19 +59,29 @@ def main() -> None:
     )
     args = parser.parse_args()
     server, proc = None, None
+    tmp = tempfile.TemporaryDirectory(prefix="kai-bench-apiserver-")
+    kubeconfig = Path(tmp.name) / "kubeconfig"
     if args.in_process:
         server = ApiServer(taint_new_nodes=False).start()
         base = server.url
+        server.write_kubeconfig(kubeconfig)
     else:
         proc = subprocess.Popen(
-            [sys.executable, "-m", "kai.cli", "apiserver", "--no-node-taint"],
+            [
+                *(sys.executable, "-m", "kai.cli", "apiserver", "--no-node-taint", "--no-tls"),
+                *("--kubeconfig-out", str(kubeconfig)),
+            ],
             stdout=subprocess.PIPE,
             text=True,
         )
-        line = proc.stdout.readline().strip() if proc.stdout else ""
+        line = ""
+        for _ in range(2):  # "kubeconfig: FILE", then "serving: URL"
+            line = proc.stdout.readline().strip() if proc.stdout else ""
         if not line.startswith("serving: "):
             raise SystemExit(f"kai apiserver did not start: {line!r}")
         base = line.removeprefix("serving: ")
+    token = yaml.safe_load(kubeconfig.read_text())["users"][0]["user"]["token"]
+    AUTH["Authorization"] = f"Bearer {token}"
     print(
         f"server: {'in this process' if server else 'kai apiserver subprocess'} at {base}, "
         f"{args.threads} client threads",
@@ -103,6 +120,7 @@ def main() -> None:
             "GET",
             f"{ns_url}?watch=1&resourceVersion={rv}&timeoutSeconds=600",
             preload_content=False,
+            headers=AUTH,
         )
         buf = b""
         for chunk in resp.stream(1 << 16):
@@ -193,7 +211,10 @@ def main() -> None:
     # replay: a new watch resuming from before all of it streams the retained history
     began = time.perf_counter()
     resp = pool.request(
-        "GET", f"{ns_url}?watch=1&resourceVersion={rv}&timeoutSeconds=60", preload_content=False
+        "GET",
+        f"{ns_url}?watch=1&resourceVersion={rv}&timeoutSeconds=60",
+        preload_content=False,
+        headers=AUTH,
     )
     count = 0
     for chunk in resp.stream(1 << 20):
@@ -212,6 +233,7 @@ def main() -> None:
     if proc is not None:
         proc.send_signal(signal.SIGTERM)
         proc.wait(timeout=30)
+    tmp.cleanup()
 
 
 if __name__ == "__main__":

@@ -109,6 +109,7 @@ def main(argv: list[str] | None = None) -> int:
                 "-m",
                 "kai.cli",
                 "apiserver",
+                "--no-tls",  # plain HTTP, as before the HTTPS default: figures stay comparable
                 "--kubeconfig-out",
                 str(kubeconfig),
                 "--history",

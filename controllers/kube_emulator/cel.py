@@ -397,10 +397,22 @@ _METHODS: dict[str, Callable[..., Any]] = {
     "contains": lambda s, x: x in s,
     "startsWith": lambda s, x: s.startswith(x),
     "endsWith": lambda s, x: s.endswith(x),
-    "matches": lambda s, x: re.search(x, s) is not None,
+    "matches": lambda s, x: _matches(s, x),
     "lowerAscii": lambda s: s.lower(),
     "upperAscii": lambda s: s.upper(),
 }
+
+
+def _matches(text: Any, pattern: Any) -> bool:
+    """CEL's ``matches``: RE2 semantics, as in kube-apiserver (kube_emulator.regex)."""
+    from kube_emulator.regex import RegexError, search
+
+    if not isinstance(text, str) or not isinstance(pattern, str):
+        raise CelError(f"no such overload: {type(text).__name__}.matches()")
+    try:
+        return search(pattern, text)
+    except RegexError as exc:
+        raise CelError(str(exc)) from None
 
 
 def _function(name: str, args: list[Node]) -> Node:

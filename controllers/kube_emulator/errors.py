@@ -23,6 +23,7 @@ _REASON_BY_CODE = {
     422: "Invalid",
     429: "TooManyRequests",
     500: "InternalError",
+    503: "ServiceUnavailable",
     504: "Timeout",
 }
 

@@ -7,7 +7,12 @@ long-lived blocking loops that fit a thread each, and nothing heavier needs impo
 
 from __future__ import annotations
 
+import contextlib
+import hmac
 import logging
+import re
+import socket
+import threading
 import time
 from email.utils import formatdate
 from http import HTTPStatus
@@ -29,6 +34,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("kube_emulator")
 MAX_BODY = 3 * 1024 * 1024  # what kube-apiserver accepts per request body
+DRAIN_LIMIT = 16 * 1024 * 1024  # a larger body is refused unread (the client may see a reset)
 _PHRASES = {status.value: status.phrase for status in HTTPStatus}
 _date_cache: list[Any] = [0, ""]
 
@@ -49,6 +55,53 @@ _PATCH_TYPES = (
 )
 
 
+# paths every client may read without a token (kube-apiserver's system:public-info-viewer)
+PUBLIC_PATHS = frozenset(("/healthz", "/livez", "/readyz", "/version"))
+# file descriptors kept free for everything else than client connections (the listening socket,
+# webhook calls, the data directory, log files)
+_FD_RESERVE = 64
+
+
+def connection_cap(wanted: int) -> int:
+    """``wanted``, lowered so that the connections fit the process's file-descriptor limit."""
+    try:
+        import resource
+
+        soft = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+    except (ImportError, OSError, ValueError):
+        return wanted
+    if soft == resource.RLIM_INFINITY:
+        return wanted
+    return max(2, min(wanted, soft - _FD_RESERVE))
+
+
+class Connection:
+    """One client connection and what it is doing, for the timeouts and the connection cap.
+
+    ``state``: ``idle`` (waiting for a request), ``head`` (reading a request line and
+    headers), ``body`` (reading a body), ``busy`` (serving: no deadline), ``closed``."""
+
+    __slots__ = ("since", "sock", "state")
+
+    def __init__(self, sock: socket.socket) -> None:
+        self.sock = sock
+        self.state = "idle"
+        self.since = time.monotonic()
+
+    def mark(self, state: str) -> None:
+        if self.state != "closed":
+            self.state = state
+            self.since = time.monotonic()
+
+    def cut(self) -> None:
+        """Wake the thread blocked reading this connection: its next read sees the end."""
+        self.state = "closed"
+        # the plain socket's shutdown, also for TLS (SSLSocket.shutdown would drop its SSL
+        # object under the reading thread's feet)
+        with contextlib.suppress(OSError):
+            socket.socket.shutdown(self.sock, socket.SHUT_RDWR)
+
+
 class ApiHTTPServer(ThreadingHTTPServer):
     daemon_threads = True
     allow_reuse_address = True
@@ -61,6 +114,97 @@ class ApiHTTPServer(ThreadingHTTPServer):
         self.request_count = 0
         # requests by (verb, resource, subresource), as kube-apiserver's apiserver_request_total
         self.request_counts: dict[tuple[str, str, str], int] = {}
+        opts = core.options
+        self.token = opts.token.encode() if opts.require_auth else None
+        self.max_connections = connection_cap(opts.max_connections)
+        self.connections: dict[int, Connection] = {}
+        self.connections_lock = threading.Lock()
+        self.evicted_connections = 0  # idle ones closed to make room for a new one
+        self.refused_connections = 0  # new ones refused: every open one was busy
+        self.timed_out_connections = 0
+        self._deadlines = {
+            "idle": opts.idle_timeout,
+            "head": opts.header_timeout,
+            "body": opts.body_timeout,
+        }
+        self._closed = threading.Event()
+        self._reaper = threading.Thread(target=self._reap, name="kai-apiserver-reaper", daemon=True)
+        self._reaper.start()
+
+    # -- connections ---------------------------------------------------------------------------
+    def process_request(self, request: Any, client_address: Any) -> None:
+        if not self._admit(request):
+            self.refused_connections += 1
+            self._refuse(request)
+            return
+        super().process_request(request, client_address)
+
+    def _admit(self, sock: socket.socket) -> bool:
+        """Register a new connection; at the cap, close the longest-waiting idle one (or one
+        still sending its request head) to make room. False when every open one is busy."""
+        with self.connections_lock:
+            if len(self.connections) >= self.max_connections:
+                waiting = [c for c in self.connections.values() if c.state in ("idle", "head")]
+                if not waiting:
+                    return False
+                victim = min(waiting, key=lambda c: (c.state != "idle", c.since))
+                del self.connections[id(victim.sock)]
+                victim.cut()
+                self.evicted_connections += 1
+            self.connections[id(sock)] = Connection(sock)
+        return True
+
+    def _refuse(self, sock: socket.socket) -> None:
+        """Answer 503 without a thread (plain HTTP only: a TLS client just sees the close)."""
+        if not isinstance(sock, socket.socket) or hasattr(sock, "context"):
+            self.shutdown_request(sock)
+            return
+        body = orjson.dumps(
+            ApiError(
+                503, "too many open connections to the API server", "ServiceUnavailable"
+            ).status()
+        )
+        head = (
+            "HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\n"
+            f"Content-Length: {len(body)}\r\nRetry-After: 1\r\nConnection: close\r\n\r\n"
+        )
+        try:
+            sock.setblocking(False)
+            sock.send(head.encode() + body)
+        except OSError:
+            pass
+        self.shutdown_request(sock)
+
+    def connection_of(self, sock: Any) -> Connection:
+        with self.connections_lock:
+            conn = self.connections.get(id(sock))
+        return conn if conn is not None else Connection(sock)
+
+    def shutdown_request(self, request: Any) -> None:
+        with self.connections_lock:
+            conn = self.connections.get(id(request))
+            if conn is not None and conn.sock is request:
+                del self.connections[id(request)]
+        super().shutdown_request(request)
+
+    def _reap(self) -> None:
+        """Close connections past their deadline: idle too long, a request head or body that
+        does not arrive in time (slow or half-open clients)."""
+        while not self._closed.wait(0.25):
+            now = time.monotonic()
+            with self.connections_lock:
+                late = [
+                    c
+                    for c in self.connections.values()
+                    if c.state in self._deadlines and now - c.since > self._deadlines[c.state]
+                ]
+            for conn in late:
+                self.timed_out_connections += 1
+                conn.cut()
+
+    def server_close(self) -> None:
+        self._closed.set()
+        super().server_close()
 
     def handle_error(self, request: Any, client_address: Any) -> None:
         """A client that went away mid-request (reset, broken pipe) is routine: no report.
@@ -147,6 +291,31 @@ class ApiHandler(BaseHTTPRequestHandler):
     server: ApiHTTPServer
     pending: list[bytes]
     server_version = "kai-sim-apiserver"
+    conn: Connection
+
+    def setup(self) -> None:
+        self.conn = self.server.connection_of(self.request)
+        opts = self.server.core.options
+        super().setup()
+        # a backstop for a client that stops reading what it is sent (the reaper thread
+        # enforces the read deadlines precisely)
+        self.connection.settimeout(
+            2 * max(opts.idle_timeout, opts.header_timeout, opts.body_timeout)
+        )
+
+    def handle_one_request(self) -> None:
+        """Wait for the next request as ``idle``; from its first byte, read its head as
+        ``head`` (each state has its deadline)."""
+        self.conn.mark("idle")
+        try:
+            first = self.rfile.peek(1)  # type: ignore[attr-defined]
+        except (OSError, ValueError):
+            first = b""
+        if not first or self.conn.state == "closed":
+            self.close_connection = True
+            return
+        self.conn.mark("head")
+        super().handle_one_request()
 
     def parse_request(self) -> bool:
         """Parse the request line and headers (a lean replacement for the standard library's
@@ -176,6 +345,10 @@ class ApiHandler(BaseHTTPRequestHandler):
             self.close_connection = True
             self.send_error(431, "Too many headers")
             return False
+        if self.conn.state == "closed":  # cut by the reaper: the head did not arrive in time
+            self.close_connection = True
+            return False
+        self.conn.mark("busy")
         self.headers = headers  # type: ignore[assignment]
         conn = headers.get("connection", "").lower()
         self.close_connection = conn == "close" or (
@@ -229,11 +402,24 @@ class ApiHandler(BaseHTTPRequestHandler):
             raise bad_request("Content-Length must not be negative")
         if length > MAX_BODY:
             self.close_connection = True  # the unread body makes the connection unusable
+            if length <= DRAIN_LIMIT:
+                # read it (and drop it) first: a client that sends its whole body before reading
+                # the answer would otherwise see a reset (over TLS: an EOF) instead of the 413
+                left = length
+                while left > 0:
+                    piece = self.rfile.read(min(left, 1 << 16))
+                    if not piece:
+                        break
+                    left -= len(piece)
             raise ApiError(
                 413, f"Request entity too large: limit is {MAX_BODY}", "RequestEntityTooLarge"
             )
         if length:
-            return self.rfile.read(length)
+            data = self.rfile.read(length)
+            if len(data) < length:
+                self.close_connection = True
+                raise bad_request("the request body ended before its Content-Length")
+            return data
         if self.headers.get("Transfer-Encoding", "").lower() == "chunked":
             chunks = []
             total = 0
@@ -275,6 +461,8 @@ class ApiHandler(BaseHTTPRequestHandler):
                 raise bad_request(f"the request body is not valid YAML: {exc}") from exc
         if ctype == "application/vnd.kubernetes.protobuf":
             return protobuf.decode(raw)
+        if _LONG_NUMBER.search(raw):
+            return _exact_json(raw)
         try:
             return orjson.loads(raw)
         except orjson.JSONDecodeError as exc:
@@ -299,13 +487,32 @@ class ApiHandler(BaseHTTPRequestHandler):
     def do_DELETE(self) -> None:
         self._handle("DELETE")
 
+    def _authenticated(self, path: str) -> bool:
+        token = self.server.token
+        if token is None or path in PUBLIC_PATHS:
+            return True
+        given = self.headers.get("Authorization") or ""
+        scheme, _, value = given.partition(" ")
+        return scheme.lower() == "bearer" and hmac.compare_digest(
+            value.strip().encode("latin-1"), token
+        )
+
     def _handle(self, method: str) -> None:
         self.server.request_count += 1
         url = urlsplit(self.path)
         q = dict(parse_qsl(url.query, keep_blank_values=True))
         parts = [p for p in url.path.split("/") if p]
         try:
-            raw = self._read_body() if method in ("POST", "PUT", "PATCH", "DELETE") else b""
+            if not self._authenticated("/" + "/".join(parts)):
+                if method != "GET":
+                    self.close_connection = True  # its body stays unread
+                raise ApiError(401, "Unauthorized", "Unauthorized")
+            if method in ("POST", "PUT", "PATCH", "DELETE"):
+                self.conn.mark("body")
+                raw = self._read_body()
+                self.conn.mark("busy")
+            else:
+                raw = b""
             if self._meta_route(method, parts, raw):
                 return
             route = _parse_resource_path(parts)
@@ -333,6 +540,9 @@ class ApiHandler(BaseHTTPRequestHandler):
         emulator's own /kai-sim/ endpoints); False when ``parts`` names none of them."""
         path = "/" + "/".join(parts)
         if path.startswith("/kai-sim/"):
+            if not self.server.core.options.enable_test_endpoints:
+                # off unless asked for (kai apiserver --enable-test-endpoints)
+                raise ApiError(404, "the server could not find the requested resource", "NotFound")
             return self._kai_sim_route(method, path, raw)
         if method != "GET":
             return False
@@ -590,6 +800,24 @@ _VERBS: dict[str, dict[bool, str]] = {
     "PATCH": {False: "patch", True: "patch"},
     "DELETE": {False: "delete", True: "deletecollection"},
 }
+
+
+# 19 digits or more: perhaps an integer beyond 64 bits, which orjson turns into a float
+_LONG_NUMBER = re.compile(rb"[0-9]{19}")
+
+
+def _exact_json(raw: bytes) -> Any:
+    """JSON with exact integers (the standard library's parser), so that a number beyond int64
+    is seen as such and refused, not rounded to a float."""
+    import json
+
+    def no_constant(name: str) -> Any:
+        raise ValueError(f"{name} is not JSON")
+
+    try:
+        return json.loads(raw, parse_constant=no_constant)
+    except (ValueError, RecursionError) as exc:
+        raise bad_request(f"the request body is not valid JSON: {exc}") from exc
 
 
 def _quoted(text: str) -> str:

@@ -8,7 +8,11 @@ from pathlib import Path
 import yaml
 
 
-def kubeconfig_dict(url: str, ca_pem: bytes | None, context: str = "kai-sim") -> dict[str, object]:
+def kubeconfig_dict(
+    url: str, ca_pem: bytes | None, context: str = "kai-sim", token: str | None = None
+) -> dict[str, object]:
+    """``token``: the server's bearer token; None for a server started without authentication
+    (a placeholder token then keeps clients that insist on some credential happy)."""
     cluster: dict[str, object] = {"server": url}
     if ca_pem:
         cluster["certificate-authority-data"] = base64.b64encode(ca_pem).decode()
@@ -16,9 +20,7 @@ def kubeconfig_dict(url: str, ca_pem: bytes | None, context: str = "kai-sim") ->
         "apiVersion": "v1",
         "kind": "Config",
         "clusters": [{"name": context, "cluster": cluster}],
-        # The embedded server does not authenticate; a token keeps clients that insist on
-        # some credential happy.
-        "users": [{"name": f"{context}-admin", "user": {"token": "kai-sim"}}],
+        "users": [{"name": f"{context}-admin", "user": {"token": token or "kai-sim"}}],
         "contexts": [
             {
                 "name": context,
@@ -30,10 +32,22 @@ def kubeconfig_dict(url: str, ca_pem: bytes | None, context: str = "kai-sim") ->
     }
 
 
-def write_kubeconfig(path: Path, url: str, ca_pem: bytes | None, context: str = "kai-sim") -> Path:
+def write_kubeconfig(
+    path: Path,
+    url: str,
+    ca_pem: bytes | None,
+    context: str = "kai-sim",
+    token: str | None = None,
+) -> Path:
+    """Write atomically, readable by its owner only (it holds the token) from the start."""
+    import os
+
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(yaml.safe_dump(kubeconfig_dict(url, ca_pem, context), sort_keys=False))
+    text = yaml.safe_dump(kubeconfig_dict(url, ca_pem, context, token), sort_keys=False)
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as handle:
+        handle.write(text)
     tmp.chmod(0o600)
     tmp.replace(path)
     return path

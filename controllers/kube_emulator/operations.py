@@ -19,7 +19,7 @@ from typing import Any
 import orjson
 
 from kube_emulator import apply as server_side_apply
-from kube_emulator import binding, conversion, deletion, lifecycle, listing, meta
+from kube_emulator import binding, conversion, deletion, lifecycle, listing, meta, validation
 from kube_emulator.controllers import defaults as workload_defaults
 from kube_emulator.deletion import with_rv as _with_rv
 from kube_emulator.errors import (
@@ -46,6 +46,7 @@ from kube_emulator.shapes import SHAPES, unknown_top_level
 from kube_emulator.storage import Store
 
 CRD_KEY = ("apiextensions.k8s.io", "customresourcedefinitions")
+NODES_KEY = ("", "nodes")
 NS_KEY = ("", "namespaces")
 PODS_KEY = ("", "pods")
 JOBS_KEY = ("batch", "jobs")
@@ -93,7 +94,39 @@ class ApiCore:
         self.admission = Admission(self)
         self.faults = FaultInjector()
         self.collector = Collector(self)
-        self._bootstrap()
+        self.data_dir: Any = None
+        if self.options.data_dir:
+            self._open_data_dir(self.options.data_dir)
+        else:
+            self._bootstrap()
+
+    def _open_data_dir(self, path: str) -> None:
+        """Objects from a data directory (or the bootstrap ones in a new one), journaled from
+        now on (kube_emulator.persistence)."""
+        from kube_emulator.persistence import DataDir
+
+        data_dir = DataDir(path)
+        rv, objects = data_dir.load()
+        data_dir.attach(self.store)
+        self.data_dir = data_dir
+        if not objects:
+            self._bootstrap()
+            return
+        with self.store.lock:
+            for crd in objects.get(CRD_KEY, {}).values():
+                self._install_crd(crd)
+            for tkey, by_key in objects.items():
+                for obj in by_key.values():
+                    self.store.restore(tkey, obj)
+            # one past anything a client may have seen; the history is gone (410 Gone)
+            self.store.rv = rv + 1
+            self.store.compacted_rv = self.store.rv
+
+    def close(self) -> None:
+        """Write the data directory's last snapshot (nothing without one)."""
+        if self.data_dir is not None:
+            self.data_dir.close()
+            self.data_dir = None
 
     # -- catalogue -------------------------------------------------------------------------
     def resolve(self, group: str, version: str, plural: str) -> ResourceType:
@@ -222,7 +255,14 @@ class ApiCore:
         md = obj["metadata"]
         name = md.get("name") or md.get("generateName") or ""
         causes = meta.label_causes(md) + meta.owner_causes(md)
-        warnings: list[str] = []
+        finalizer_errors, warnings = validation.finalizer_causes(md, not rt.is_custom)
+        causes += finalizer_errors
+        if not rt.is_custom:
+            validation.check_int64(rt.key, rt.kind, version, obj)
+            if old is None or obj.get("spec") != old.get("spec") or rt.key == NODES_KEY:
+                causes += validation.resource_causes(rt.key, version, rt.kind, obj)
+            if rt.key == PODS_KEY:
+                validation.default_container_statuses(obj)
         if rt.is_custom:
             prune = opts.field_validation != "Strict"
             errors, unknown = validate_custom_resource(obj, rt.schemas.get(version), prune, old)

@@ -34,6 +34,23 @@ class ServerOptions:
     # so that those workloads get pods, as kube-controller-manager does on a real cluster.
     workload_controllers: bool = False
     seed: int = 0
+    # Authentication: every request but /healthz, /livez, /readyz and /version must carry
+    # "Authorization: Bearer TOKEN" (401 otherwise, as kube-apiserver without anonymous auth).
+    # An empty token is replaced by a random one at start; the kubeconfig carries it.
+    require_auth: bool = True
+    token: str = ""
+    # The emulator's own endpoints /kai-sim/faults and /kai-sim/compact (404 unless enabled).
+    enable_test_endpoints: bool = False
+    # Connections: at most this many open at once (the oldest idle one is closed to make room
+    # for a new one; with none idle, the new one gets a 503). Lowered to what the process's
+    # file-descriptor limit allows.
+    max_connections: int = 1024
+    idle_timeout: float = 60.0  # seconds a kept-alive connection may wait for its next request
+    header_timeout: float = 30.0  # seconds for a request's line and headers, from its first byte
+    body_timeout: float = 60.0  # seconds to receive a request's body
+    # Persist objects and the resourceVersion counter here (None: in memory only; a restart
+    # loses every object).
+    data_dir: str | None = None
 
     def check(self) -> None:
         """Raise ValueError naming the first setting that cannot work."""
@@ -54,5 +71,12 @@ class ServerOptions:
             )
         if self.bookmark_interval <= 0 or self.default_watch_timeout <= 0:
             raise ValueError("bookmark_interval and default_watch_timeout must be positive")
+        if self.max_connections < 2:
+            raise ValueError(f"max_connections must be at least 2, not {self.max_connections}")
+        for name in ("idle_timeout", "header_timeout", "body_timeout"):
+            if getattr(self, name) <= 0:
+                raise ValueError(f"{name} must be positive, not {getattr(self, name)}")
+        if self.token and not all(33 <= ord(c) < 127 for c in self.token):
+            raise ValueError("token must be printable ASCII without spaces")
         if not 0 <= self.port <= 65535:
             raise ValueError(f"port must be between 0 and 65535, not {self.port}")

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kube_emulator.errors import ApiError
-from kube_emulator.shapes import schema_problem
+from kube_emulator.shapes import pattern_causes, schema_problem
 
 ALL_VERBS = ("create", "delete", "deletecollection", "get", "list", "patch", "update", "watch")
 
@@ -419,12 +419,22 @@ def check_crd(crd: dict[str, Any]) -> list[dict[str, str]]:
                 "message": "Invalid value: must have exactly one version marked as storage version",
             }
         )
+    schemas = [(v.get("schema") or {}).get("openAPIV3Schema") for v in versions]
+    shared = len(versions) > 0 and all(x == schemas[0] for x in schemas)
     for i, version in enumerate(versions):
         req(bool(version.get("name")), f"spec.versions[{i}].name")
         schema = (version.get("schema") or {}).get("openAPIV3Schema")
         if schema is None:
             continue
         problem = schema_problem(schema, f"spec.versions[{i}].schema.openAPIV3Schema")
+        if not problem and (i == 0 or not shared):
+            # the real server names a schema all versions share spec.validation.openAPIV3Schema
+            where = (
+                "spec.validation.openAPIV3Schema"
+                if shared
+                else f"spec.versions[{i}].schema.openAPIV3Schema"
+            )
+            causes.extend(pattern_causes(schema, where))
         if problem:
             causes.append(
                 {

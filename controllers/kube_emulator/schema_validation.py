@@ -16,11 +16,10 @@ spelling: ``spec.queues[0].name``.
 
 from __future__ import annotations
 
-import re
-from functools import lru_cache
 from typing import Any
 
 from kube_emulator.cel import CelError, UnsupportedRule, evaluate, uses_old_self
+from kube_emulator.regex import RegexError, search
 
 Cause = dict[str, str]
 
@@ -32,9 +31,13 @@ _JSON_TYPES = {
 }
 
 
-@lru_cache(maxsize=256)
-def _regex(pattern: str) -> re.Pattern[str]:
-    return re.compile(pattern)
+def _matches(pattern: str, value: str) -> bool:
+    """Go regexp (RE2) semantics, linear time; a pattern Go refuses (a CRD created before the
+    check, or never checked) matches nothing."""
+    try:
+        return search(pattern, value)
+    except RegexError:
+        return False
 
 
 def _show(value: Any) -> str:
@@ -196,7 +199,7 @@ class Validator:
                 "FieldValueTooLong",
             )
         pattern = schema.get("pattern")
-        if pattern and not _regex(pattern).search(value):
+        if pattern and not _matches(pattern, value):
             self._err(
                 path, f"Invalid value: {_show(value)}: {path} in body should match '{pattern}'"
             )

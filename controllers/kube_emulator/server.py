@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import secrets
 import ssl
 import tempfile
 import threading
@@ -29,6 +30,8 @@ class ApiServer:
                 raise TypeError(f"unknown server option {key!r}")
             setattr(opts, key, value)
         opts.check()
+        if opts.require_auth and not opts.token:
+            opts.token = secrets.token_urlsafe(32)  # 256 random bits, new at every start
         self.options = opts
         self.core = ApiCore(opts)
         self.certs: CertBundle | None = None
@@ -84,6 +87,7 @@ class ApiServer:
             self._thread.join(timeout=5)
             self._thread = None
         self.core.collector.stop()
+        self.core.close()
         if self._tmp is not None:
             self._tmp.cleanup()
             self._tmp = None
@@ -104,6 +108,21 @@ class ApiServer:
         return f"{scheme}://{host}:{self.options.port}"
 
     @property
+    def token(self) -> str | None:
+        """The bearer token every request needs (None: the server runs without auth)."""
+        return self.options.token if self.options.require_auth else None
+
+    def auth_headers(self) -> dict[str, str]:
+        """The ``Authorization`` header for a request made without the kubeconfig."""
+        return {"Authorization": f"Bearer {self.token}"} if self.token else {}
+
+    def ssl_context(self) -> ssl.SSLContext | None:
+        """A client context that trusts this server's certificate (None over plain HTTP)."""
+        if self.certs is None:
+            return None
+        return ssl.create_default_context(cadata=self.certs.ca_pem.decode())
+
+    @property
     def faults(self) -> FaultInjector:
         return self.core.faults
 
@@ -119,5 +138,5 @@ class ApiServer:
         from kube_emulator.kubeconfig import write_kubeconfig
 
         return write_kubeconfig(
-            Path(path), self.url, self.certs.ca_pem if self.certs else None, context
+            Path(path), self.url, self.certs.ca_pem if self.certs else None, context, self.token
         )

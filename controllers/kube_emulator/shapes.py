@@ -193,6 +193,36 @@ def schema_problem(schema: Any, path: str = "openAPIV3Schema") -> str | None:
     return None
 
 
+def pattern_causes(schema: Any, path: str) -> list[dict[str, str]]:
+    """Every ``pattern`` in ``schema`` that Go's regexp does not compile, as kube-apiserver
+    reports them (``must be a valid regular expression, but isn't: error parsing regexp:``)."""
+    import json
+
+    from kube_emulator.regex import RegexError, compile_go
+
+    causes: list[dict[str, str]] = []
+    todo = [(schema, path)]
+    while todo:
+        node, where = todo.pop()
+        if not isinstance(node, dict):
+            continue
+        pattern = node.get("pattern")
+        if isinstance(pattern, str):
+            try:
+                compile_go(pattern)
+            except RegexError as exc:
+                causes.append(
+                    {
+                        "reason": "FieldValueInvalid",
+                        "field": f"{where}.pattern",
+                        "message": f"Invalid value: {json.dumps(pattern)}: must be a valid "
+                        f"regular expression, but isn't: {exc}",
+                    }
+                )
+        todo.extend(reversed(list(_subschemas(node, where))))
+    return causes
+
+
 def _subschemas(schema: dict[str, Any], path: str) -> Iterator[tuple[Any, str]]:
     """The schemas nested in ``schema``, with their paths, in the order they are checked."""
     for name, sub in (schema.get("properties") or {}).items():

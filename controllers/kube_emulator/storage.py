@@ -156,6 +156,13 @@ class Store:
             return out
 
     # -- writes --------------------------------------------------------------------------
+    def restore(self, tkey: TypeKey, obj: dict[str, Any]) -> None:
+        """Put back an object read from a data directory (no event, no history)."""
+        meta = obj["metadata"]
+        ns, name = meta.get("namespace") or "", meta["name"]
+        self.objects.setdefault(tkey, {}).setdefault(ns, {})[name] = obj
+        self._index_owners(tkey, ns, name, None, obj)
+
     def next_rv(self) -> int:
         self.rv += 1
         return self.rv
@@ -234,6 +241,14 @@ class Store:
         del self.history[:drop]
         self._expire_snapshots()
 
+    def oldest_rv(self) -> int:
+        """The oldest resourceVersion a watch can resume from: the history keeps the last
+        ``history_size`` events (trimmed in batches, but never served beyond that window)."""
+        extra = len(self.history) - self.history_size
+        if extra > 0:
+            return max(self.compacted_rv, self.history[extra - 1].rv)
+        return self.compacted_rv
+
     def compact(self) -> None:
         """Forget all history up to now (what an etcd compaction does)."""
         with self.lock:
@@ -266,7 +281,7 @@ class Store:
                 assert initial is not None
                 backlog = [Event(self.rv, "ADDED", tkey, o, None) for o in initial()]
             else:
-                if since < self.compacted_rv:
+                if since < self.oldest_rv():
                     raise LookupError(since)
                 start = bisect.bisect_right(self.history, since, key=lambda e: e.rv)
                 backlog = [e for e in self.history[start:] if e.tkey == tkey]
@@ -313,6 +328,9 @@ class Store:
     def load_snapshot(self, token: str) -> Snapshot | None:
         with self.lock:
             snap = self.snapshots.get(token)
+            if snap is not None and snap.rv < self.oldest_rv():
+                del self.snapshots[token]  # its resourceVersion left the history window
+                return None
             if snap is not None:
                 self.snapshots.move_to_end(token)
             return snap

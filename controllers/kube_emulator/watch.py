@@ -238,7 +238,7 @@ def serve_watch(
             rt.store_key, stream.since, stream.index(), initial
         )
     except LookupError:
-        _send_gone(handler, stream.since, store.compacted_rv)
+        _send_gone(handler, stream.since, store.oldest_rv())
         return
     handler.pending = []
     try:

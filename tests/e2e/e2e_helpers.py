@@ -56,7 +56,8 @@ def both_servers(
     from kai.sim.system import bootstrap
 
     if request.param == "embedded":
-        server = ApiServer(bookmark_interval=0.2).start()
+        # HTTPS: the tests run kubectl too, which sends the token over HTTPS only
+        server = ApiServer(bookmark_interval=0.2, tls=True).start()
         kubeconfig = str(server.write_kubeconfig(tmp_path / "kubeconfig"))
         kube = Kube.from_kubeconfig(kubeconfig)
         bootstrap(kube)

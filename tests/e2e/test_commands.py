@@ -250,7 +250,7 @@ def test_kai_up_json_logs_and_ctrl_c(tmp_path: Path) -> None:
         rest, err = proc.communicate(timeout=60)
     assert proc.returncode == 130, err
     lines += [json.loads(line) for line in rest.splitlines()]
-    assert lines[0]["message"].startswith("starting: API server http://")  # type: ignore[union-attr]
+    assert lines[0]["message"].startswith("starting: API server https://")  # type: ignore[union-attr]
     assert {"time", "level", "logger", "message"} <= set(lines[0])
     assert any(line.get("kubeconfig") == str(kubeconfig) for line in lines)
     assert lines[-1]["message"] == "stopped"

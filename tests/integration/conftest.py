@@ -86,7 +86,9 @@ def cluster(
         return
     from kube_emulator import ApiServer
 
-    server = ApiServer(bookmark_interval=0.5).start()
+    # the test endpoints: tests/integration/test_faults.py switches faults over HTTP
+    # HTTPS: kubectl and helm send the token over HTTPS only
+    server = ApiServer(bookmark_interval=0.5, enable_test_endpoints=True, tls=True).start()
     path = server.write_kubeconfig(tmp_path_factory.mktemp("kube") / "kubeconfig")
     api = config.new_client_from_config(str(path))
     try:

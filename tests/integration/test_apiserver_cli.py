@@ -73,14 +73,14 @@ def test_a_non_loopback_host_is_warned_about(tmp_path, host, warned):
         text=True,
     )
     try:
-        assert proc.stdout.readline().startswith("serving: http://")
+        assert proc.stdout.readline().startswith("serving: https://")
     finally:
         proc.send_signal(signal.SIGTERM)
         _, err = proc.communicate(timeout=30)
     assert proc.returncode == 0, err
     assert ("is not a loopback address" in err) == warned, err
     if warned:
-        assert "no authentication" in err
+        assert "its token" in err
 
 
 def test_is_loopback():

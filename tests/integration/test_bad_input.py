@@ -212,9 +212,9 @@ def test_protobuf_with_fields_the_server_does_not_know_is_415(cluster, ns):
         f"{server.url}/api/v1/namespaces/{ns}/configmaps",
         data=body,
         method="POST",
-        headers={"Content-Type": "application/vnd.kubernetes.protobuf"},
+        headers={"Content-Type": "application/vnd.kubernetes.protobuf", **server.auth_headers()},
     )
     with pytest.raises(urllib.error.HTTPError) as err:
-        urllib.request.urlopen(request, timeout=10)
+        urllib.request.urlopen(request, timeout=10, context=server.ssl_context())
     assert err.value.code == 415
     assert "ConfigMap field 9" in json.loads(err.value.read())["message"]

@@ -26,8 +26,12 @@ def server() -> Iterator[ApiServer]:
         srv.stop()
 
 
-def _raw(server: ApiServer, request: bytes, timeout: float = 10) -> bytes:
-    """Send ``request`` as is; the server's answer up to its close (or ``timeout``)."""
+def _raw(server: ApiServer, request: bytes, timeout: float = 10, auth: bool = True) -> bytes:
+    """Send ``request`` as is (with the server's token after its first line unless ``auth`` is
+    False); the server's answer up to its close (or ``timeout``)."""
+    if auth:
+        line, _, rest = request.partition(b"\r\n")
+        request = line + f"\r\nAuthorization: Bearer {server.token}\r\n".encode() + rest
     parts = urlsplit(server.url)
     with socket.create_connection((parts.hostname, parts.port), timeout=timeout) as sock:
         try:

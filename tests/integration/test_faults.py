@@ -81,13 +81,17 @@ def test_switch_over_http(cluster, faults):
         cluster.server.url + "/kai-sim/faults",
         method="PUT",
         data=json.dumps({"error_rate": 0.5, "seed": 3}).encode(),
-        headers={"Content-Type": "application/json"},
+        headers={"Content-Type": "application/json", **cluster.server.auth_headers()},
     )
-    answer = json.loads(urllib.request.urlopen(request, timeout=10).read())
+    context = cluster.server.ssl_context()
+    answer = json.loads(urllib.request.urlopen(request, timeout=10, context=context).read())
     assert answer["error_rate"] == 0.5 and faults.settings.seed == 3
     bad = urllib.request.Request(
-        cluster.server.url + "/kai-sim/faults", method="PUT", data=b'{"error_rat": 1}'
+        cluster.server.url + "/kai-sim/faults",
+        method="PUT",
+        data=b'{"error_rat": 1}',
+        headers=cluster.server.auth_headers(),
     )
     with pytest.raises(urllib.error.HTTPError) as err:
-        urllib.request.urlopen(bad, timeout=10)
+        urllib.request.urlopen(bad, timeout=10, context=context)
     assert err.value.code == 400

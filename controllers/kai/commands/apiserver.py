@@ -10,6 +10,11 @@ from pathlib import Path
 from kai.commands._logs import add_logging_options, announce, complain, setup_logging
 
 HELP = "run only the embedded Kubernetes API server"
+DESCRIPTION = (
+    "Run the embedded Kubernetes API server until SIGTERM or Ctrl-C. It serves HTTPS, and every "
+    "request needs the bearer token of the kubeconfig it writes (--kubeconfig-out), a new random "
+    "one at each start. Objects live in memory: without --data-dir, a restart loses every object."
+)
 
 
 def _rate(text: str) -> float:
@@ -48,11 +53,12 @@ def _service(text: str) -> tuple[str, str]:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.description = DESCRIPTION
     parser.add_argument(
         "--host",
         default="127.0.0.1",
         help="address to listen on (default: loopback only; any other address is warned about: "
-        "the server has no authentication)",
+        "whoever has the token, or anyone with --insecure-no-auth, can change every object)",
     )
     parser.add_argument("--port", type=int, default=0, help="port (default: any free port)")
     parser.add_argument(
@@ -61,10 +67,19 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="FILE",
         help="write a kubeconfig for this server to FILE (default: write none)",
     )
-    parser.add_argument(
+    scheme = parser.add_mutually_exclusive_group()
+    scheme.add_argument(
         "--tls",
         action="store_true",
-        help="serve HTTPS with a self-signed certificate (in the kubeconfig)",
+        help="serve HTTPS with a new self-signed certificate, its CA in the kubeconfig (the "
+        "default; this flag makes a missing 'cryptography' package an error instead of a "
+        "fallback to plain HTTP)",
+    )
+    scheme.add_argument(
+        "--no-tls",
+        action="store_true",
+        help="serve plain HTTP: kubectl then sends no token (it sends credentials over HTTPS "
+        "only), so use it with --insecure-no-auth or with clients that send the token anyway",
     )
     parser.add_argument(
         "--field-validation",
@@ -111,6 +126,33 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="run Job, ReplicaSet, Deployment and StatefulSet controllers that create their pods",
     )
     parser.add_argument(
+        "--insecure-no-auth",
+        action="store_true",
+        help="accept requests without the bearer token (warned about; anyone who can connect "
+        "can read and change every object)",
+    )
+    parser.add_argument(
+        "--enable-test-endpoints",
+        action="store_true",
+        help="serve /kai-sim/faults (fault injection) and /kai-sim/compact (history "
+        "compaction) to clients with the token (default: 404)",
+    )
+    parser.add_argument(
+        "--max-connections",
+        type=_positive_int,
+        default=1024,
+        metavar="N",
+        help="open client connections at most; a new one closes the longest-idle one, or gets "
+        "503 when none is idle (lowered to fit the file-descriptor limit)",
+    )
+    parser.add_argument(
+        "--data-dir",
+        type=Path,
+        metavar="DIR",
+        help="keep objects and the resourceVersion counter in DIR across restarts (default: "
+        "in memory only, a restart loses every object)",
+    )
+    parser.add_argument(
         "--fault-error-rate",
         type=_rate,
         default=0.0,
@@ -153,6 +195,24 @@ def is_loopback(host: str) -> bool:
         return False  # a host name: it may resolve to anything
 
 
+def warn_exposure(logger: str, host: str, no_auth: bool) -> None:
+    """Log a warning for a non-loopback address and for running without authentication."""
+    log = logging.getLogger(logger)
+    if no_auth:
+        log.warning(
+            "--insecure-no-auth: requests need no token; anyone who can connect to the API "
+            "server can read and change every object"
+        )
+    if not is_loopback(host):
+        log.warning(
+            "--host %s is not a loopback address: the API server is reachable from the network; %s",
+            host,
+            "it has no authentication (--insecure-no-auth)"
+            if no_auth
+            else "whoever obtains its token (in the kubeconfig) can read and change every object",
+        )
+
+
 def _tls_unavailable() -> bool:
     """``--tls`` needs the ``cryptography`` package, which comes with the ``local`` extra."""
     import importlib.util
@@ -160,22 +220,38 @@ def _tls_unavailable() -> bool:
     return importlib.util.find_spec("cryptography") is None
 
 
-def run(args: argparse.Namespace) -> int:
-    if args.tls and _tls_unavailable():
+def use_tls(command: str, explicit: bool, no_tls: bool, log_format: str) -> bool | None:
+    """Whether to serve HTTPS (the default); None when ``--tls`` was asked for and cannot be
+    had (reported). Without the ``cryptography`` package the default falls back to plain HTTP
+    with a warning."""
+    if no_tls:
+        return False
+    if not _tls_unavailable():
+        return True
+    if explicit:
         complain(
-            "kai apiserver",
-            "--tls needs the 'cryptography' package: pip install 'kai[local]'",
-            args.log_format,
+            command, "--tls needs the 'cryptography' package: pip install 'kai[local]'", log_format
         )
+        return None
+    logging.getLogger(f"kai.{command.split()[-1]}").warning(
+        "serving plain HTTP: HTTPS needs the 'cryptography' package (pip install 'kai[local]'); "
+        "kubectl sends no token over plain HTTP"
+    )
+    return False
+
+
+def run(args: argparse.Namespace) -> int:
+    setup_logging(args.log_level, args.log_format)
+    tls = use_tls("kai apiserver", args.tls, args.no_tls, args.log_format)
+    if tls is None:
         return 2
     from kai.commands._signals import stop_on_signals
     from kube_emulator import ApiServer, ServerOptions
 
-    setup_logging(args.log_level, args.log_format)
     options = ServerOptions(
         host=args.host,
         port=args.port,
-        tls=args.tls,
+        tls=tls,
         default_field_validation=args.field_validation,
         pod_deletion=args.pod_deletion,
         taint_new_nodes=not args.no_node_taint,
@@ -183,19 +259,22 @@ def run(args: argparse.Namespace) -> int:
         bookmark_interval=args.bookmark_interval,
         webhook_services=dict(args.webhook_service),
         workload_controllers=args.workload_controllers,
+        require_auth=not args.insecure_no_auth,
+        enable_test_endpoints=args.enable_test_endpoints,
+        max_connections=args.max_connections,
+        data_dir=str(args.data_dir) if args.data_dir else None,
     )
-    if not is_loopback(args.host):
-        logging.getLogger("kai.apiserver").warning(
-            "--host %s is not a loopback address: anyone who can reach it can read and change "
-            "every object (the embedded API server has no authentication)",
-            args.host,
-        )
-    server = ApiServer(options)
+    warn_exposure("kai.apiserver", args.host, args.insecure_no_auth)
     try:
+        server = ApiServer(options)
         server.start()
     except OSError as exc:
-        message = f"cannot listen on {args.host}:{args.port}: {exc.strerror}"
+        where = exc.filename or f"{args.host}:{args.port}"
+        message = f"cannot {'use' if exc.filename else 'listen on'} {where}: {exc.strerror}"
         complain("kai apiserver", message, args.log_format)
+        return 2
+    except ValueError as exc:  # a data directory that cannot be read back
+        complain("kai apiserver", str(exc), args.log_format)
         return 2
     server.faults.configure(
         error_rate=args.fault_error_rate,

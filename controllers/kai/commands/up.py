@@ -40,7 +40,28 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="make M of the nodes MIG nodes (mixed strategy, 7 x nvidia.com/mig-1g.10gb per GPU)",
     )
     parser.add_argument("--port", type=int, default=0, help="API server port (default: any free)")
-    parser.add_argument("--host", default="127.0.0.1", help="API server address")
+    parser.add_argument(
+        "--host",
+        default="127.0.0.1",
+        help="API server address (default: loopback only; any other address is warned about)",
+    )
+    parser.add_argument(
+        "--insecure-no-auth",
+        action="store_true",
+        help="the API server accepts requests without the kubeconfig's bearer token (warned about)",
+    )
+    parser.add_argument(
+        "--no-tls",
+        action="store_true",
+        help="the API server speaks plain HTTP (default: HTTPS with a new self-signed "
+        "certificate in the kubeconfig; kubectl sends the token over HTTPS only)",
+    )
+    parser.add_argument(
+        "--data-dir",
+        metavar="DIR",
+        help="keep the API server's objects in DIR across restarts (default: in memory only, "
+        "a restart loses every object)",
+    )
     parser.add_argument(
         "--kubeconfig-out",
         metavar="FILE",
@@ -147,12 +168,27 @@ class Up:
         args = self.args
         # the workload controllers: submitted Jobs, Deployments, ReplicaSets and StatefulSets
         # get their pods, as kube-controller-manager makes them on a real cluster
-        self.server = ApiServer(host=args.host, port=args.port, workload_controllers=True)
+        from kai.commands.apiserver import use_tls, warn_exposure
+
+        warn_exposure("kai.up", args.host, args.insecure_no_auth)
+        tls = use_tls("kai up", False, args.no_tls, args.log_format)
         try:
+            self.server = ApiServer(
+                host=args.host,
+                port=args.port,
+                tls=bool(tls),
+                workload_controllers=True,
+                require_auth=not args.insecure_no_auth,
+                data_dir=args.data_dir,
+            )
             self.server.start()
         except OSError as exc:
-            message = f"cannot listen on {args.host}:{args.port}: {exc.strerror}"
+            where = exc.filename or f"{args.host}:{args.port}"
+            message = f"cannot {'use' if exc.filename else 'listen on'} {where}: {exc.strerror}"
             complain("kai up", message, args.log_format)
+            return 2
+        except ValueError as exc:  # a data directory that cannot be read back
+            complain("kai up", str(exc), args.log_format)
             return 2
         try:
             kubeconfig = self._kubeconfig()
@@ -187,7 +223,14 @@ class Up:
 
         args = self.args
         kube = Kube.from_kubeconfig(str(kubeconfig))
-        self.log.info("starting: API server %s", self.server.url, extra={"url": self.server.url})
+        kept = (
+            f"objects kept in {self.args.data_dir}"
+            if self.args.data_dir
+            else "in memory: a restart loses every object; --data-dir DIR keeps them"
+        )
+        self.log.info(
+            "starting: API server %s (%s)", self.server.url, kept, extra={"url": self.server.url}
+        )
         bootstrap(kube)
         for line in apply_objects(kube, objects):
             complain("kai up", line, args.log_format, level="WARNING")

@@ -197,7 +197,7 @@ def test_ctrl_c_on_a_long_running_command_exits_130(tmp_path: Path) -> None:
     )
     assert proc.stdout is not None
     try:
-        assert proc.stdout.readline().startswith("serving: http://")
+        assert proc.stdout.readline().startswith("serving: https://")
     finally:
         proc.send_signal(signal.SIGINT)
         _, err = proc.communicate(timeout=60)

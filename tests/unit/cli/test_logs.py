@@ -99,7 +99,7 @@ def test_apiserver_speaks_json_lines() -> None:
     finally:
         proc.send_signal(signal.SIGTERM)
         _, err = proc.communicate(timeout=60)
-    assert line["message"].startswith("serving: http://") and line["url"].startswith("http://")
+    assert line["message"].startswith("serving: https://") and line["url"].startswith("https://")
     assert line["logger"] == "kai.apiserver" and proc.returncode == 0, err
 
 
