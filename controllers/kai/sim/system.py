@@ -154,6 +154,7 @@ class SystemOptions:
     # appended to the Lease holder identities: two Systems of one process (a leader change
     # in a test) must not share an identity, or both would hold the Lease
     identity_suffix: str = ""
+    bind_mode: str = "direct"  # the scheduler's: direct | bindRequest (kai.reconcilers.direct_bind)
     extra: dict[str, Any] = field(default_factory=dict)
 
 
@@ -229,6 +230,7 @@ class System:
                 config_map=o.config_map,
                 usage=usage,
                 pool=pool,
+                bind_mode=o.bind_mode,
             ),
             self.metrics,
             is_leader=(lambda: elector.is_leader) if elector else None,
