@@ -64,6 +64,9 @@ class Result:
     bound: int = 0
     elapsed: float = 0.0
     first: float = 0.0
+    # seconds from the start until the last pod of each kind was bound (gpu-, half-, gang-)
+    last_by_kind: dict[str, float] = field(default_factory=dict)
+    started_at: str = ""  # wall clock of the start, to find it in the components' logs
     requests: dict[tuple[str, str], float] = field(default_factory=dict)
     server_seconds: dict[tuple[str, str], float] = field(default_factory=dict)
     cpu: dict[str, float] = field(default_factory=dict)
@@ -328,6 +331,7 @@ def run_once(
         cpu_before = {name: cpu_seconds(pid) for name, pid in processes.items()}
         own_before = cpu_seconds(os.getpid())
         t0 = time.monotonic()
+        result.started_at = time.strftime("%H:%M:%S")
         children = spawn(which, plane, args)
         spawned.extend(children)
         finished = done.wait(args.timeout)
@@ -350,6 +354,10 @@ def run_once(
         result.timed_out = not finished
         result.elapsed = (max(times) if times else t_end) - t0
         result.first = (min(times) - t0) if times else 0.0
+        with lock:
+            for pod_name, (_, at) in bound.items():
+                kind = pod_name.split("-", 1)[0]
+                result.last_by_kind[kind] = max(result.last_by_kind.get(kind, 0.0), at - t0)
         by_job: dict[str, int] = {}
         for pod in pods_cache.items():
             md = pod["metadata"]
@@ -422,6 +430,10 @@ def report(result: Result) -> None:
         f"  [{r.scheduler}] bound {r.bound}/{r.pods} in {r.elapsed:.1f}s (first at {r.first:.1f}s):"
         f" {r.rate:.0f} pods/s; {r.requests_per_pod:.2f} API requests per pod"
         f"{'; TIMEOUT' if r.timed_out else ''}"
+    )
+    print(
+        f"  [{r.scheduler}] started {r.started_at}; last bound of each kind: "
+        + ", ".join(f"{kind} {at:.1f}s" for kind, at in sorted(r.last_by_kind.items()))
     )
     print(
         f"  [{r.scheduler}] checks: re-bound {r.rebound}, failed by admission {r.failed}, "
