@@ -57,7 +57,7 @@ def binder_work(pod: Mapping[str, Any], decision: BindDecision) -> str | None:
     spec = pod.get("spec") or {}
     for volume in spec.get("volumes") or ():
         if isinstance(volume, Mapping) and (
-            volume.get("persistentVolumeClaim") or volume.get("ephemeral")
+            volume.get("persistentVolumeClaim") is not None or volume.get("ephemeral") is not None
         ):
             return f"volume {volume.get('name')}"
     if spec.get("resourceClaims"):
