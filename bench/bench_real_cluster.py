@@ -417,8 +417,8 @@ def spawn(which: str, plane: ControlPlane, args: argparse.Namespace) -> list[sub
         )
         for command in (
             ["scheduler", "--period", str(args.period), "--metrics-port", str(_free_port())],
-            ["binder"],
-            ["podgrouper"],
+            ["binder", "--workers", str(args.binder_workers)],
+            ["podgrouper", "--workers", str(args.grouper_workers)],
         )
     ]
 
@@ -461,6 +461,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--only", choices=("kube", "kai"), help="run one scheduler only (no ratio)")
     parser.add_argument("--period", type=float, default=1.0, help="kai scheduler's period")
     parser.add_argument("--kube-qps", type=int, default=1000)
+    parser.add_argument("--binder-workers", type=int, default=32, help="kai binder --workers")
+    parser.add_argument("--grouper-workers", type=int, default=32, help="kai podgrouper --workers")
     parser.add_argument("--kube-burst", type=int, default=2000)
     parser.add_argument("--timeout", type=float, default=900.0)
     parser.add_argument("--log-level", default="WARNING", help="kai components' log level")

@@ -139,7 +139,8 @@ class SchedulerOptions:
     scheduler_name: str = "kai-scheduler"
     period: float = 1.0
     config: SchedulerConfig | None = None  # fixed config; None = read the ConfigMap
-    workers: int = 16  # concurrent API writes per cycle
+    # concurrent API writes (binds first): the API server's latency, not our CPU, bounds them
+    workers: int = 32
     config_map: str = CONFIG_MAP  # namespace/name of the rendered scheduler ConfigMap
     usage: Any = None  # kai.reconcilers.usage.UsageSource: time-based fairshare (None = off)
     pool: NodePool = field(default_factory=NodePool)  # the shard's node pool (default: all)

@@ -138,8 +138,8 @@ class SystemOptions:
     retry_period: float = 2.0
     kubelet: bool = True
     kubelet_termination_delay: float = 0.0
-    binder_workers: int = 16
-    grouper_workers: int = 8
+    binder_workers: int = 32
+    grouper_workers: int = 32
     queue_label: str = "kai.scheduler/queue"  # the pod-grouper's queue label key
     # "namespace/name" of the pod-grouper's per-kind default priorities ConfigMap (KAI's)
     default_priorities: str | None = None
