@@ -42,8 +42,9 @@ BIND_MODES = (BIND_DIRECT, BIND_REQUEST)
 DIRECT_BIND_ANNOTATION = "kai.scheduler/direct-bind"
 #: what the binder also writes on the pod through the Binding
 RECEIVED_RESOURCE_TYPE = "received-resource-type"
-#: seconds a finished bind is held for the pods informer to show the pod's node
-SETTLE_SECONDS = 30.0
+#: seconds a finished bind is held at most for the pods informer to show the pod's node (a
+#: watch far behind on an overloaded server; the pod is found bound at the next relist anyway)
+SETTLE_SECONDS = 120.0
 
 
 def binder_work(pod: Mapping[str, Any], decision: BindDecision) -> str | None:
@@ -103,6 +104,8 @@ class InFlightBinds:
         self._lock = threading.Lock()
         # (namespace, name) -> (record, pod uid, monotonic time answered or inf)
         self._held: dict[tuple[str, str], tuple[dict[str, Any], str, float]] = {}
+        # records whose pod the cache showed bound (or gone) at the previous call: released now
+        self._done: set[tuple[str, str]] = set()
 
     def __len__(self) -> int:
         return len(self._held)
@@ -112,6 +115,7 @@ class InFlightBinds:
         key = (str(md["namespace"]), str(md["name"]))
         with self._lock:
             self._held[key] = (in_flight_record(pod, decision), str(md.get("uid")), float("inf"))
+            self._done.discard(key)
         return key
 
     def settle(self, key: tuple[str, str]) -> None:
@@ -123,29 +127,31 @@ class InFlightBinds:
     def drop(self, key: tuple[str, str]) -> None:
         with self._lock:
             self._held.pop(key, None)
+            self._done.discard(key)
 
     def records(
         self, cached_pod: Callable[[str, str], Mapping[str, Any] | None]
     ) -> list[dict[str, Any]]:
-        """The records of binds whose pod the cache does not yet show on a node. A pod that is
-        gone or replaced (another uid), or shown bound, releases its record."""
+        """The records of binds still needed. A record goes one call *after* the cache first
+        shows its pod bound (or gone, or replaced by another uid): the caller may have listed
+        the pods a moment before this call, and that list must still see the pod held; every
+        list taken after this call already shows it bound."""
         now = time.monotonic()
         out = []
         with self._lock:
             for key, (record, uid, answered) in list(self._held.items()):
-                pod = cached_pod(key[1], key[0])
-                if now - answered > SETTLE_SECONDS:
+                if key in self._done or now - answered > SETTLE_SECONDS:
                     del self._held[key]
+                    self._done.discard(key)
                     continue
+                pod = cached_pod(key[1], key[0])
                 if pod is not None and (
                     str((pod.get("metadata") or {}).get("uid")) != uid
                     or (pod.get("spec") or {}).get("nodeName")
                 ):
-                    del self._held[key]
-                    continue
-                if pod is None and answered != float("inf"):
-                    del self._held[key]  # answered, and the pod is gone since
-                    continue
+                    self._done.add(key)
+                elif pod is None and answered != float("inf"):
+                    self._done.add(key)  # answered, and the pod is gone since
                 out.append(record)
         return out
 
