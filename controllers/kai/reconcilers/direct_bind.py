@@ -130,15 +130,19 @@ class InFlightBinds:
             self._done.discard(key)
 
     def records(
-        self, cached_pod: Callable[[str, str], Mapping[str, Any] | None]
+        self, cached_pod: Callable[[str, str], Mapping[str, Any] | None], *, advance: bool = True
     ) -> list[dict[str, Any]]:
         """The records of binds still needed. A record goes one call *after* the cache first
         shows its pod bound (or gone, or replaced by another uid): the caller may have listed
         the pods a moment before this call, and that list must still see the pod held; every
-        list taken after this call already shows it bound."""
+        list taken after this call already shows it bound. Only the scheduling cycle advances
+        that state (``advance=False``: a look from elsewhere, e.g. a snapshot for a bug
+        report)."""
         now = time.monotonic()
         out = []
         with self._lock:
+            if not advance:
+                return [record for record, _, _ in self._held.values()]
             for key, (record, uid, answered) in list(self._held.items()):
                 if key in self._done or now - answered > SETTLE_SECONDS:
                     del self._held[key]

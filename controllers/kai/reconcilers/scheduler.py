@@ -253,7 +253,7 @@ class Scheduler:
             kind: inf[kind].items()
             for kind in ("pods", "nodes", "podgroups", "queues", "topologies", "priorityclasses")
         }
-        caches["bindrequests"] = self._bind_request_view()
+        caches["bindrequests"] = self._bind_request_view(advance=False)
         caches["config"] = inf["config"].items() if "config" in inf.informers else []
         return from_caches(
             caches, scheduler_name=self.options.scheduler_name, config_map=self.options.config_map
@@ -271,11 +271,11 @@ class Scheduler:
         return path
 
     # -- one cycle -----------------------------------------------------------------------
-    def _bind_request_view(self) -> list[dict[str, Any]]:
+    def _bind_request_view(self, advance: bool = True) -> list[dict[str, Any]]:
         cached = self.informers["bindrequests"]
         items = cached.items()
-        if len(self._direct):
-            items += self._direct.records(self.informers["pods"].get)
+        if len(self._direct):  # after the cycle listed the pods (direct_bind.InFlightBinds)
+            items += self._direct.records(self.informers["pods"].get, advance=advance)
         now = time.monotonic()
         with self._created_lock:
             for key, (br, created) in list(self._created.items()):
