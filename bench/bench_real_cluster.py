@@ -268,7 +268,12 @@ def run_once(
         ensure_namespace(kube, NAMESPACE)
         system = System(
             str(plane.kubeconfig),
-            SystemOptions(components=("nodes",), kubelet=True, status_period=5.0),
+            SystemOptions(
+                components=("nodes",),
+                kubelet=True,
+                status_period=5.0,
+                kubelet_workers=args.kubelet_workers,
+            ),
         ).start()
         nodes = system.informers["nodes"]["nodes"]
         pods_cache = system.informers["nodes"]["pods"]
@@ -462,6 +467,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--period", type=float, default=1.0, help="kai scheduler's period")
     parser.add_argument("--kube-qps", type=int, default=1000)
     parser.add_argument("--binder-workers", type=int, default=32, help="kai binder --workers")
+    parser.add_argument(
+        "--kubelet-workers",
+        type=int,
+        default=32,
+        help="pods the simulated kubelet (standing for every node's) starts at once",
+    )
     parser.add_argument("--grouper-workers", type=int, default=32, help="kai podgrouper --workers")
     parser.add_argument("--kube-burst", type=int, default=2000)
     parser.add_argument("--timeout", type=float, default=900.0)

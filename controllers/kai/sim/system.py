@@ -138,6 +138,7 @@ class SystemOptions:
     retry_period: float = 2.0
     kubelet: bool = True
     kubelet_termination_delay: float = 0.0
+    kubelet_workers: int = 8  # the simulated kubelet of every node: pod starts in flight
     binder_workers: int = 32
     grouper_workers: int = 32
     queue_label: str = "kai.scheduler/queue"  # the pod-grouper's queue label key
@@ -351,7 +352,11 @@ class System:
         ninformers.wait_synced(sync_timeout)
         if o.kubelet:
             self.kubelet = Kubelet(
-                kube, npods, nodes, termination_delay=o.kubelet_termination_delay
+                kube,
+                npods,
+                nodes,
+                workers=o.kubelet_workers,
+                termination_delay=o.kubelet_termination_delay,
             ).start()
             self.stoppers.append(self.kubelet.stop)
         self.informers["nodes"] = ninformers
