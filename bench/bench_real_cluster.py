@@ -64,6 +64,9 @@ class Result:
     bound: int = 0
     elapsed: float = 0.0
     first: float = 0.0
+    # seconds from the start until the last pod of each kind was bound (gpu-, half-, gang-)
+    last_by_kind: dict[str, float] = field(default_factory=dict)
+    started_at: str = ""  # wall clock of the start, to find it in the components' logs
     requests: dict[tuple[str, str], float] = field(default_factory=dict)
     server_seconds: dict[tuple[str, str], float] = field(default_factory=dict)
     cpu: dict[str, float] = field(default_factory=dict)
@@ -265,7 +268,12 @@ def run_once(
         ensure_namespace(kube, NAMESPACE)
         system = System(
             str(plane.kubeconfig),
-            SystemOptions(components=("nodes",), kubelet=True, status_period=5.0),
+            SystemOptions(
+                components=("nodes",),
+                kubelet=True,
+                status_period=5.0,
+                kubelet_workers=args.kubelet_workers,
+            ),
         ).start()
         nodes = system.informers["nodes"]["nodes"]
         pods_cache = system.informers["nodes"]["pods"]
@@ -328,6 +336,7 @@ def run_once(
         cpu_before = {name: cpu_seconds(pid) for name, pid in processes.items()}
         own_before = cpu_seconds(os.getpid())
         t0 = time.monotonic()
+        result.started_at = time.strftime("%H:%M:%S")
         children = spawn(which, plane, args)
         spawned.extend(children)
         finished = done.wait(args.timeout)
@@ -350,6 +359,10 @@ def run_once(
         result.timed_out = not finished
         result.elapsed = (max(times) if times else t_end) - t0
         result.first = (min(times) - t0) if times else 0.0
+        with lock:
+            for pod_name, (_, at) in bound.items():
+                kind = pod_name.split("-", 1)[0]
+                result.last_by_kind[kind] = max(result.last_by_kind.get(kind, 0.0), at - t0)
         by_job: dict[str, int] = {}
         for pod in pods_cache.items():
             md = pod["metadata"]
@@ -409,8 +422,8 @@ def spawn(which: str, plane: ControlPlane, args: argparse.Namespace) -> list[sub
         )
         for command in (
             ["scheduler", "--period", str(args.period), "--metrics-port", str(_free_port())],
-            ["binder"],
-            ["podgrouper"],
+            ["binder", "--workers", str(args.binder_workers)],
+            ["podgrouper", "--workers", str(args.grouper_workers)],
         )
     ]
 
@@ -422,6 +435,10 @@ def report(result: Result) -> None:
         f"  [{r.scheduler}] bound {r.bound}/{r.pods} in {r.elapsed:.1f}s (first at {r.first:.1f}s):"
         f" {r.rate:.0f} pods/s; {r.requests_per_pod:.2f} API requests per pod"
         f"{'; TIMEOUT' if r.timed_out else ''}"
+    )
+    print(
+        f"  [{r.scheduler}] started {r.started_at}; last bound of each kind: "
+        + ", ".join(f"{kind} {at:.1f}s" for kind, at in sorted(r.last_by_kind.items()))
     )
     print(
         f"  [{r.scheduler}] checks: re-bound {r.rebound}, failed by admission {r.failed}, "
@@ -449,6 +466,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--only", choices=("kube", "kai"), help="run one scheduler only (no ratio)")
     parser.add_argument("--period", type=float, default=1.0, help="kai scheduler's period")
     parser.add_argument("--kube-qps", type=int, default=1000)
+    parser.add_argument("--binder-workers", type=int, default=32, help="kai binder --workers")
+    parser.add_argument(
+        "--kubelet-workers",
+        type=int,
+        default=32,
+        help="pods the simulated kubelet (standing for every node's) starts at once",
+    )
+    parser.add_argument("--grouper-workers", type=int, default=32, help="kai podgrouper --workers")
     parser.add_argument("--kube-burst", type=int, default=2000)
     parser.add_argument("--timeout", type=float, default=900.0)
     parser.add_argument("--log-level", default="WARNING", help="kai components' log level")

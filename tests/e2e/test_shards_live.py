@@ -77,6 +77,9 @@ class Made:
             "renew_period": 0.5,
             "retry_period": 0.1,
             "kubelet": False,
+            # no binder runs in most of these tests: the scheduler's decisions are read off
+            # its BindRequests, so every pod takes that path
+            "bind_mode": "bindRequest",
         }
         system = System(kubeconfig, SystemOptions(**{**defaults, **options})).start()
         self.systems.append(system)

@@ -7,7 +7,6 @@ name, upgrades, and uninstalls leaving nothing but the CRDs."""
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -210,11 +209,12 @@ def _without_verb(inst: Installed, role: str, resource: str, verb: str) -> Any:
 
 
 def test_one_verb_less_fails_visibly(installed: Installed) -> None:
-    """The binder without ``create`` on pods/binding: a 403 in its log, the BindRequest Failed
-    with the API server's message, the pod not bound; with the verb back, it binds. The
-    scheduler without ``list`` on nodes: a 403 in its log and /readyz answers 503."""
+    """The scheduler without ``create`` on pods/binding (a whole-GPU pod is bound directly, bind
+    mode ``direct``): a 403 in its log, a ``FailedBinding`` Event with the API server's message,
+    the pod not bound; with the verb back, it binds. The scheduler without ``list`` on nodes: a
+    403 in its log and /readyz answers 503."""
     inst = installed
-    role = f"{NS}:binder"
+    role = f"{NS}:scheduler"
     original = _without_verb(inst, role, "pods/binding", "create")
     add_fake_nodes(inst.api, ["verb-node-00"], gpus=GPUS_PER_NODE)
     inst.namespace("team-verb")
@@ -226,18 +226,20 @@ def test_one_verb_less_fails_visibly(installed: Installed) -> None:
                 "team-verb", gpu_pod("lonely", "team-verb", "kai-scheduler")
             )
 
-            def failed_bind_request() -> Any:
-                brs = inst.custom.list_namespaced_custom_object(
-                    "scheduling.run.ai", "v1alpha2", "team-verb", "bindrequests"
-                )["items"]
-                return [b for b in brs if (b.get("status") or {}).get("phase") == "Failed"]
+            def failed_binding() -> Any:
+                events = inst.core.list_namespaced_event("team-verb").items
+                return [
+                    e
+                    for e in events
+                    if e.reason == "FailedBinding" and e.involved_object.name == "lonely"
+                ]
 
-            failed = wait(failed_bind_request, 120, "a Failed BindRequest")
-            assert "forbidden" in json.dumps(failed[0]["status"]).lower(), failed[0]["status"]
+            failed = wait(failed_binding, 120, "a FailedBinding Event")
+            assert "forbidden" in (failed[0].message or "").lower(), failed[0].message
             assert (
-                " 403 " in running.running["binder"].text()
-                or "Forbidden" in running.running["binder"].text()
-            ), running.running["binder"].text()
+                " 403 " in running.running["scheduler"].text()
+                or "Forbidden" in running.running["scheduler"].text()
+            ), running.running["scheduler"].text()
             assert inst.core.read_namespaced_pod("lonely", "team-verb").spec.node_name is None
             inst.rbac.patch_cluster_role(role, {"rules": original})
             wait(

@@ -125,7 +125,8 @@ def persistent_volumes(draw: Any) -> tuple[str, Key, dict[str, Any] | None]:
 
 @st.composite
 def podgroups(draw: Any) -> tuple[str, Key, dict[str, Any] | None]:
-    name = draw(names(["g0", "g1", "g2"]))
+    # pg-p0-uid-ns-p0: the PodGroup of the bare pod p0 of namespace ns, found by its owner
+    name = draw(names(["g0", "g1", "g2", "pg-p0-uid-ns-p0"]))
     if draw(st.integers(0, 4)) == 0:
         return ("podgroups", ("ns", name), None)
     spec: dict[str, Any] = {"minMember": draw(st.integers(1, 3))}
@@ -146,6 +147,11 @@ def podgroups(draw: Any) -> tuple[str, Key, dict[str, Any] | None]:
         },
         "spec": spec,
     }
+    if name.startswith("pg-") and draw(st.integers(0, 3)):
+        pg["metadata"]["annotations"] = {"kai.scheduler/pods-by-owner": "true"}
+        pg["metadata"]["ownerReferences"] = [
+            {"apiVersion": "v1", "kind": "Pod", "name": "p0", "uid": "uid-ns-p0"}
+        ]
     return ("podgroups", ("ns", name), pg)
 
 

@@ -12,7 +12,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
     add_live_arguments(parser)
     parser.add_argument(
-        "--workers", type=int, default=16, help="BindRequests handled at once (default: 16)"
+        "--workers", type=int, default=32, help="BindRequests handled at once (default: 32)"
     )
 
 

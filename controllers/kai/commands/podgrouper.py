@@ -12,7 +12,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     from kai.commands.scheduler import add_live_arguments, add_node_pool_label_argument
 
     add_live_arguments(parser)
-    parser.add_argument("--workers", type=int, default=8, help="pods grouped at once (default: 8)")
+    parser.add_argument(
+        "--workers", type=int, default=32, help="pods grouped at once (default: 32)"
+    )
     parser.add_argument(
         "--queue-label-key",
         default=None,

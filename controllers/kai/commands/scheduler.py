@@ -134,6 +134,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="on SIGUSR1, write a cluster snapshot (`kai snapshot`'s format) of what the next "
         "cycle reads into DIR (default: the system's temporary directory)",
     )
+    parser.add_argument(
+        "--bind-mode",
+        choices=("direct", "bindRequest"),
+        default="direct",
+        help="direct: the scheduler binds pods that need no binder work (no shared GPU, MIG, "
+        "volume claim or DRA claim) itself, one API request each, no BindRequest; bindRequest: "
+        "every pod through a BindRequest and the binder, as KAI does (default: direct)",
+    )
 
 
 def run_live(
@@ -278,4 +286,5 @@ def run(args: argparse.Namespace) -> int:
         usage_history=usage_history,
         shard=args.shard,
         node_pool_label=args.node_pool_label_key,
+        bind_mode=args.bind_mode,
     )

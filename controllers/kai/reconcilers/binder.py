@@ -48,6 +48,7 @@ from kai.kube.writes import (
 )
 from kai.reconcilers.snapshot_builder import (
     GPU_GROUP_LABEL,
+    POD_GROUP_ANNOTATION,
     RESERVATION_NAMESPACE,
     bind_request_live,
     pod_claims,
@@ -249,7 +250,12 @@ class Binder:
             failed = select_node(self.kube, pod, node)  # a provisioner waits for the node
             if failed:
                 return failed
-        return self._post_binding(ns, pod_name, node, rtype)
+        extra = {  # pod-group-name, for a pod the scheduler found grouped by its owner
+            k: str(v)
+            for k, v in (md.get("annotations") or {}).items()
+            if k == POD_GROUP_ANNOTATION and not annotations_of_pod(pod).get(k)
+        }
+        return self._post_binding(ns, pod_name, node, rtype, extra)
 
     def _share_gpus(self, pod: dict[str, Any], spec: dict[str, Any], node: str) -> str | None:
         """A fractional bind's GPU groups reserved, labelled on the pod and written to its
@@ -272,9 +278,11 @@ class Binder:
         self._write_configmaps(pod, uuids, portion)
         return ""
 
-    def _post_binding(self, ns: str, pod_name: str, node: str, rtype: str) -> str:
+    def _post_binding(
+        self, ns: str, pod_name: str, node: str, rtype: str, extra: dict[str, str] | None = None
+    ) -> str:
         try:
-            self.kube.bind(ns, pod_name, node, {RECEIVED_RESOURCE_TYPE: rtype})
+            self.kube.bind(ns, pod_name, node, {RECEIVED_RESOURCE_TYPE: rtype, **(extra or {})})
         except ApiError as exc:
             if exc.status == 409 and "already assigned" in exc.message:
                 current = self.kube.get(PODS, pod_name, ns)
@@ -630,3 +638,7 @@ def _pod_verdict(
     if pod["metadata"].get("deletionTimestamp"):
         return f"PodDeleted: pod {ns}/{name} is being deleted"
     return None
+
+
+def annotations_of_pod(pod: dict[str, Any]) -> dict[str, Any]:
+    return dict((pod.get("metadata") or {}).get("annotations") or {})

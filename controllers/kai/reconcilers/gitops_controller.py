@@ -37,6 +37,7 @@ from kai.kube.resources import CONFIGMAPS, PODGROUPS, PODS, QUEUES, TOPOLOGIES
 from kai.kube.workqueue import WorkQueue
 from kai.kube.writes import with_retries
 from kai.metrics import Registry
+from kai.reconcilers.group_by_owner import group_of
 
 log = logging.getLogger("kai.controller")
 
@@ -320,9 +321,7 @@ class GitOpsController:
         for pg in sorted(groups, key=lambda g: (g["metadata"]["namespace"], g["metadata"]["name"])):
             md = pg["metadata"]
             members = [
-                p
-                for p in live.get(md["namespace"], [])
-                if (p["metadata"].get("annotations") or {}).get(POD_GROUP_ANNOTATION) == md["name"]
+                p for p in live.get(md["namespace"], []) if group_of(p, _only(pg)) == md["name"]
             ]
             if members:
                 holders.append(
@@ -516,3 +515,9 @@ __all__ = [
     "make_informers",
     "start_controller",
 ]
+
+
+def _only(pg: dict[str, Any]) -> Callable[[str], dict[str, Any] | None]:
+    """A PodGroup lookup that knows only ``pg``."""
+    name = pg["metadata"]["name"]
+    return lambda wanted: pg if wanted == name else None

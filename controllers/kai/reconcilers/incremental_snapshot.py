@@ -27,6 +27,7 @@ that after every step of random add/update/delete sequences). See docs/design/sc
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
@@ -34,6 +35,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
 from kai.api.gpu_request import GPU_RESOURCE
+from kai.reconcilers import group_by_owner
 from kai.reconcilers.snapshot_builder import (
     GPU_GROUP_LABEL,
     POD_GROUP_ANNOTATION,
@@ -100,6 +102,9 @@ class _PodEntry:
     requests: dict[str, float] | None = None  # FOREIGN and RESERVATION
     br: Key | None = None  # the BindRequest it took (not stale)
     problem: SkippedObject | None = None
+    # an unannotated pod of ours: the PodGroups it may belong to by its owner
+    # (kai.reconcilers.group_by_owner), derived again when one of them changes
+    candidates: tuple[Key, ...] = ()
 
 
 @dataclass
@@ -162,6 +167,7 @@ class IncrementalSnapshot:
         self._overlay: dict[Key, dict[str, Any]] = {}
         self._brs_of_pod: dict[Key, set[Key]] = {}
         self._group_pods: dict[Key, set[Key]] = {}
+        self._candidate_pods: dict[Key, set[Key]] = {}  # PodGroup key -> unannotated pods
         self._node_pods: dict[str, set[Key]] = {}
         self._jobs: dict[Key, _JobUnit] = {}
         self._node_objs: dict[str, dict[str, Any]] = {}
@@ -284,6 +290,8 @@ class IncrementalSnapshot:
                 self._out_problems[("podgroups", key)] = problem
             if (old.state if old else MISSING) != (unit.state if unit else MISSING):
                 work.pods |= self._group_pods.get(key, set())
+            # its mark or owner may have changed: the pods that may belong to it by owner
+            work.pods |= self._candidate_pods.get(key, set())
 
     def _apply_bind_requests(self, keys: set[Key], work: _Work) -> None:
         """Each BindRequest belongs to the pod it names: that pod is derived again."""
@@ -446,6 +454,8 @@ class IncrementalSnapshot:
     def _finished(self, entry: _PodEntry, ns: str, old: _PodEntry | None) -> None:
         """A Succeeded pod of ours: a Succeeded task of its PodGroup, holding nothing."""
         info = self._info(entry, entry.obj, old)
+        if not isinstance(info, ObjectError):
+            info = self._with_derived_group(entry, info, ns)
         if not isinstance(info, ObjectError) and info.pod_group is not None:
             entry.group = (ns, info.pod_group)
             if self._state(entry.group) == VALID:
@@ -460,6 +470,7 @@ class IncrementalSnapshot:
             entry.role = PROBLEM
             entry.problem = SkippedObject(pod, info.field, info.message)
             return
+        info = self._with_derived_group(entry, info, ns)
         entry.br = self._winner(key)
         br = self._brs[entry.br][1] if entry.br is not None else None
         status, node, br_groups = pod_status(pod, br)
@@ -484,6 +495,21 @@ class IncrementalSnapshot:
         ):
             task = _task(info, ns, status, node, groups)  # else: the same task as before
         entry.task = task
+
+    def _with_derived_group(self, entry: _PodEntry, info: PodInfo, ns: str) -> PodInfo:
+        """``info`` of an unannotated pod with the PodGroup found from its owner, as
+        ``snapshot_builder._with_derived_group`` finds it among the valid PodGroups; the
+        candidates are remembered so that a change of one of them derives the pod again."""
+        if info.pod_group is not None:
+            return info
+        entry.candidates = tuple((ns, name) for name, _ in group_by_owner.candidates(entry.obj))
+
+        def podgroup(name: str) -> Mapping[str, Any] | None:
+            unit = self._jobs.get((ns, name))
+            return unit.pg if unit is not None and unit.state == VALID else None
+
+        name = group_by_owner.derived_group(entry.obj, podgroup)
+        return info if name is None else dataclasses.replace(info, pod_group=name)
 
     def _info(
         self, entry: _PodEntry, pod: dict[str, Any], old: _PodEntry | None
@@ -524,6 +550,8 @@ class IncrementalSnapshot:
         if e.group is not None:
             self._group_pods.setdefault(e.group, set()).add(key)
             work.jobs.add(e.group)
+        for candidate in e.candidates:
+            self._candidate_pods.setdefault(candidate, set()).add(key)
         if e.node is not None:
             self._node_pods.setdefault(e.node, set()).add(key)
             work.nodes.add(e.node)
@@ -542,6 +570,12 @@ class IncrementalSnapshot:
                 if not members:
                     del self._group_pods[e.group]
             work.jobs.add(e.group)
+        for candidate in e.candidates:
+            waiting = self._candidate_pods.get(candidate)
+            if waiting is not None:
+                waiting.discard(key)
+                if not waiting:
+                    del self._candidate_pods[candidate]
         if e.node is not None:
             on_node = self._node_pods.get(e.node)
             if on_node is not None:

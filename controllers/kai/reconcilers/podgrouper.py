@@ -31,6 +31,13 @@ from kai.kube.informer import Informer
 from kai.kube.resources import CONFIGMAPS, PODGROUPS, PODS
 from kai.kube.workqueue import WorkQueue
 from kai.kube.writes import create_or_get, patch_if_changed
+from kai.reconcilers.group_by_owner import (
+    BY_OWNER_ANNOTATION,
+    ONE_GROUP_KINDS,
+    controller_of,
+    derived_group,
+    owner_podgroup_name,
+)
 from kai.reconcilers.grouping import (
     Chain,
     GroupingError,
@@ -56,6 +63,8 @@ from kai.reconcilers.grouping.base import (
     describe,
     labels_of,
 )
+from kai.reconcilers.grouping.base import group_of as api_group_of
+from kai.reconcilers.grouping.base import md as metadata_of
 from kai.reconcilers.grouping.owners import OwnerMissing, OwnerReader
 from kai.reconcilers.snapshot_builder import POD_GROUP_ANNOTATION, RESERVATION_NAMESPACE
 
@@ -181,6 +190,8 @@ class PodGrouper:
             and annotations_of(pod).get(POD_GROUP_ANNOTATION)
         ):
             return  # grouped already; later pod updates change nothing here
+        if old is not None and (old.get("spec") or {}).get("nodeName"):
+            return  # bound before this update (grouped by owner, no annotation needed)
         self.queue.add((md["namespace"], md["name"]))
 
     def _on_job(self, etype: str, job: dict[str, Any], old: dict[str, Any] | None) -> None:
@@ -285,6 +296,8 @@ class PodGrouper:
                 node_pool_label=self.node_pool_label,
             )
             desired = manifest(chain, plan, settings)
+            if grouped_by_owner(chain, plan, desired, self.node_pool_label):
+                desired["metadata"]["annotations"][BY_OWNER_ANNOTATION] = "true"
         except GroupingError as exc:
             self._warn(pod, f"no PodGroup created: {exc}")
             return True
@@ -377,10 +390,14 @@ class PodGrouper:
                 if update:
                     patch_if_changed(self.kube, PODGROUPS, current, {"spec": update})
             patch: dict[str, Any] = {}
-            if annotations_of(pod).get(POD_GROUP_ANNOTATION) != pg_name:
-                patch["annotations"] = {POD_GROUP_ANNOTATION: pg_name}
             if subgroup and labels_of(pod).get(SUBGROUP_LABEL) != subgroup:
                 patch["labels"] = {SUBGROUP_LABEL: subgroup}
+            # a PodGroup marked pods-by-owner is found from the pod by the scheduler (which
+            # writes the annotation in the Binding): no PATCH, unless the pod is patched anyway
+            if annotations_of(pod).get(POD_GROUP_ANNOTATION) != pg_name and (
+                patch or derived_group(pod, lambda n: current if n == pg_name else None) is None
+            ):
+                patch["annotations"] = {POD_GROUP_ANNOTATION: pg_name}
             if patch:
                 patch_if_changed(self.kube, PODS, pod, {"metadata": patch})
         except ApiError as exc:
@@ -393,3 +410,31 @@ class PodGrouper:
             log.info("podgrouper %s/%s: %s", ns, name, exc)
             return False
         return True
+
+
+def grouped_by_owner(
+    chain: Chain, plan: Any, desired: Mapping[str, Any], node_pool_label: str
+) -> bool:
+    """Whether the pods of ``desired`` can be found from their owner (see
+    :mod:`kai.reconcilers.group_by_owner`): the PodGroup has the default name of its owner, and
+    that owner is the pod itself, or the pod's controller, top owner of a kind that makes one
+    PodGroup for all its pods. Sharded workloads (a node-pool label) keep the annotation: the
+    scheduler of each shard tells its pods by it."""
+    if node_pool_label in (desired["metadata"].get("labels") or {}):
+        return False
+    owner = plan.owner
+    om = metadata_of(owner)
+    if not om.get("uid") or plan.podgroup_name != owner_podgroup_name(
+        str(om.get("name")), str(om["uid"])
+    ):
+        return False
+    if owner is chain.pod:
+        return True
+    ref = controller_of(chain.pod)
+    return (
+        len(chain.owners) == 1
+        and owner is chain.top
+        and (api_group_of(owner), str(owner.get("kind"))) in ONE_GROUP_KINDS
+        and ref is not None
+        and str(ref.get("uid")) == str(om["uid"])
+    )

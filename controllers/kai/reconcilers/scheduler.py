@@ -56,12 +56,22 @@ from kai.kube.writes import create_if_absent, delete_if_present, patch_if_change
 from kai.metrics import SchedulerMetrics
 from kai.reconcilers.cluster_snapshot import ClusterSnapshot, from_caches
 from kai.reconcilers.cycle_trigger import CycleTrigger, next_due, relevant
+from kai.reconcilers.direct_bind import (
+    BIND_DIRECT,
+    RECEIVED_RESOURCE_TYPE,
+    InFlightBinds,
+    binder_work,
+    is_in_flight_record,
+    post_binding,
+)
+from kai.reconcilers.group_by_owner import group_of
 from kai.reconcilers.incremental_snapshot import KINDS as SNAPSHOT_KINDS
 from kai.reconcilers.incremental_snapshot import IncrementalSnapshot
 from kai.reconcilers.shard import NodePool, set_shard_condition
 from kai.reconcilers.snapshot_builder import (
     LAST_EVICTION,
     LAST_START,
+    POD_GROUP_ANNOTATION,
     STALE_SINCE,
     BuiltSnapshot,
     SnapshotBuilder,
@@ -83,6 +93,7 @@ from kai.scheduler.snapshot import (
     ACTIVE_ALLOCATED_STATUSES,
     JobSpec,
     SchedulerConfig,
+    Snapshot,
     TaskStatus,
 )
 
@@ -103,6 +114,16 @@ def is_stale(job: JobSpec, statuses: Mapping[str, TaskStatus]) -> bool:
         if podset is not None:
             podset.count(statuses[task.uid], 1)
     return not root.satisfied
+
+
+def min_runtime_in_force(snapshot: Snapshot) -> bool:
+    """Whether any min runtime (the scheduler's defaults, a queue's preempt/reclaim min
+    runtime) can protect a job: the only reader of ``kai.scheduler/last-start-timestamp``. Without
+    one the annotation is not written, saving a PodGroup patch per started job."""
+    config = snapshot.config
+    if config.default_preempt_min_runtime > 0 or config.default_reclaim_min_runtime > 0:
+        return True
+    return any(q.preempt_min_runtime or q.reclaim_min_runtime for q in snapshot.queues)
 
 
 CONFIG_MAP = "kai-scheduler/kai-scheduler-config"
@@ -131,12 +152,16 @@ class SchedulerOptions:
     # time-based fair share
     period: float = 1.0
     config: SchedulerConfig | None = None  # fixed config; None = read the ConfigMap
-    workers: int = 16  # concurrent API writes per cycle
+    # concurrent API writes (binds first): the API server's latency, not our CPU, bounds them
+    workers: int = 32
     config_map: str = CONFIG_MAP  # namespace/name of the rendered scheduler ConfigMap
     usage: Any = None  # kai.reconcilers.usage.UsageSource: time-based fairshare (None = off)
     pool: NodePool = field(default_factory=NodePool)  # the shard's node pool (default: all)
     coalesce: float = 0.1  # a cycle starts this long after the first relevant change
     resync: float = 60.0  # a cycle at least this often, whatever happens (a safety net)
+    # direct: pods that need no binder work are bound by the scheduler (kai.reconcilers.
+    # direct_bind); bindRequest: every pod through a BindRequest and the binder (KAI's way)
+    bind_mode: str = BIND_DIRECT
 
 
 def make_informers(kube: Kube, scheduler_name: str, config_map: str = CONFIG_MAP) -> InformerSet:
@@ -207,6 +232,7 @@ class Scheduler:
         # PodGroup annotations and conditions go through a narrower lane: binds come first
         self.status_pool = ThreadPoolExecutor(2, thread_name_prefix="sched-status")
         self._created: dict[tuple[str, str], tuple[dict[str, Any], float]] = {}
+        self._direct = InFlightBinds()  # direct binds until the pods informer shows them
         self._created_lock = threading.Lock()
         self._reported: dict[str, str] = {}  # object uid -> last problem reported
         self._conditions: dict[str, str] = {}  # job uid -> last scheduling condition written
@@ -332,7 +358,7 @@ class Scheduler:
                 "storageclasses",
             )
         }
-        caches["bindrequests"] = self._bind_request_view()
+        caches["bindrequests"] = self._bind_request_view(advance=False)
         caches["config"] = inf["config"].items() if "config" in inf.informers else []
         return from_caches(
             caches, scheduler_name=self.options.scheduler_name, config_map=self.options.config_map
@@ -350,12 +376,16 @@ class Scheduler:
         return path
 
     # -- one cycle -----------------------------------------------------------------------
-    def _bind_request_view(self) -> list[dict[str, Any]]:
-        return self.informers["bindrequests"].items() + list(self._in_flight().values())
+    def _bind_request_view(self, advance: bool = True) -> list[dict[str, Any]]:
+        return self.informers["bindrequests"].items() + list(self._in_flight(advance).values())
 
-    def _in_flight(self) -> dict[tuple[str, str], dict[str, Any]]:
+    def _in_flight(self, advance: bool = True) -> dict[tuple[str, str], dict[str, Any]]:
         """BindRequests this scheduler created (or is creating) that the informer does not
-        show yet, by (namespace, name); forgotten once shown or after a while."""
+        show yet, by (namespace, name), forgotten once shown or after a while; and the records
+        of direct binds whose pods the cache does not show bound yet
+        (:class:`~kai.reconcilers.direct_bind.InFlightBinds`: the incremental snapshot calls this
+        after it took the pods it derives again, as that class requires). ``advance=False``:
+        a look from elsewhere (a snapshot for a bug report) that moves no record on."""
         cached = self.informers["bindrequests"]
         now = time.monotonic()
         out = {}
@@ -365,6 +395,10 @@ class Scheduler:
                     del self._created[key]
                 else:
                     out[key] = br
+        if len(self._direct):
+            for record in self._direct.records(self.informers["pods"].get, advance=advance):
+                md = record.get("metadata") or {}
+                out[(str(md.get("namespace") or ""), str(md.get("name") or ""))] = record
         return out
 
     def _refresh_config(self) -> None:
@@ -449,12 +483,7 @@ class Scheduler:
         if result is None:
             return None
         self._record_usage(built, result)
-        # BindRequests are created in the background: the next cycle sees them (as Binding)
-        # through the in-flight overlay, so a big batch of binds never stalls scheduling.
-        for decision, groups in self._bind_plan(result, built):
-            body = self._bind_request_body(built, decision, groups)
-            if body is not None:
-                self.pool.submit(self._bind, built, decision, body)
+        self._dispatch_binds(result, built)
         futures = []
         for eviction in result.evictions:
             futures.append(
@@ -549,8 +578,8 @@ class Scheduler:
         doomed += [br for br in built.bind_requests.values() if not bind_request_live(br)]
         for br in doomed:
             md = br["metadata"]
-            if md.get("deletionTimestamp"):
-                continue
+            if md.get("deletionTimestamp") or is_in_flight_record(br):
+                continue  # (an in-flight direct bind is no stored object)
             try:
                 delete_if_present(
                     self.kube, BIND_REQUESTS, md["name"], md.get("namespace"), uid=md.get("uid")
@@ -562,6 +591,63 @@ class Scheduler:
                 self.retry_later()
 
     # -- binds ---------------------------------------------------------------------------
+    def _dispatch_binds(self, result: SessionResult, built: BuiltSnapshot) -> None:
+        """Send the cycle's binds in the background on the write pool (bounded parallelism):
+        the next cycle sees them as Binding through the in-flight overlays, so a big batch of
+        binds never stalls scheduling. Pods that need no binder work are bound directly in
+        ``direct`` mode; the rest get a BindRequest."""
+        direct = self.options.bind_mode == BIND_DIRECT
+        for decision, groups in self._bind_plan(result, built):
+            pod = built.pods.get(decision.task)
+            if pod is None:
+                continue
+            if direct and binder_work(pod, decision) is None:
+                key = self._direct.hold(pod, decision)
+                group = _group_annotation(built, pod)
+                self.pool.submit(self._bind_direct, pod, decision, key, group)
+                continue
+            body = self._bind_request_body(built, decision, groups)
+            if body is not None:
+                self.pool.submit(self._bind, built, decision, body)
+
+    def _bind_direct(
+        self,
+        pod: dict[str, Any],
+        decision: BindDecision,
+        key: tuple[str, str],
+        group_annotation: dict[str, str],
+    ) -> None:
+        """POST the pod's Binding (with the ``received-resource-type`` annotation, as the binder
+        writes it, and ``pod-group-name`` when the pod has none yet). Refused or failing: the
+        in-flight record goes and the pod is Pending for the next cycle, with a
+        ``FailedBinding`` Event."""
+        md = pod["metadata"]
+        ns, name = key
+        t0 = time.monotonic()
+        annotations = {RECEIVED_RESOURCE_TYPE: decision.received_resource_type, **group_annotation}
+        try:
+            refused = post_binding(self.kube, ns, name, decision.node, annotations)
+        except KubeError as exc:
+            refused = f"BindingError: {exc}"
+        if refused:
+            self._direct.drop(key)
+            log.warning("cannot bind %s/%s to %s: %s", ns, name, decision.node, refused)
+            self.recorder.event(pod, "Warning", "FailedBinding", refused)
+            return
+        self._direct.settle(key)
+        now = time.time()
+        self.metrics.task_bind.observe((time.monotonic() - t0) * 1000)
+        born = parse_time(md.get("creationTimestamp"))
+        if born is not None:
+            self.metrics.task_scheduling.observe(max(0.0, now - born) * 1000)
+        self.recorder.event(
+            pod,
+            "Normal",
+            "Scheduled",
+            f"Successfully assigned {ns}/{name} to {decision.node} "
+            f"at node-pool {self.options.pool.name}",
+        )
+
     def _bind_plan(
         self, result: SessionResult, built: BuiltSnapshot
     ) -> list[tuple[BindDecision, tuple[str, ...]]]:
@@ -610,6 +696,8 @@ class Scheduler:
                 "name": name,
                 "namespace": ns,
                 "labels": {"selected-node": decision.node},
+                # the binder writes it on the pod through the Binding (group_by_owner.py)
+                **({"annotations": group} if (group := _group_annotation(built, pod)) else {}),
                 "ownerReferences": [
                     {
                         "apiVersion": "v1",
@@ -673,7 +761,7 @@ class Scheduler:
             log.warning("cannot evict %s/%s: %s", md["namespace"], md["name"], exc)
             self.retry_later()
             return
-        job_uid = f"{md['namespace']}/{(md.get('annotations') or {}).get('pod-group-name', '')}"
+        job_uid = f"{md['namespace']}/{_group_name(built, pod) or ''}"
         pg = built.podgroups.get(job_uid)
         self.metrics.evicted.inc(
             labels={
@@ -688,7 +776,8 @@ class Scheduler:
 
     # -- PodGroup scheduling conditions and annotations ------------------------------------
     def _write_job_status(self, built: BuiltSnapshot, result: SessionResult) -> None:
-        started = set(result.started_jobs)
+        # the start time is read only by min-runtime protection: written where that can apply
+        started = set(result.started_jobs) if min_runtime_in_force(built.snapshot) else set()
         now_text = rfc3339(built.snapshot.now)
         job_of_task = {t.uid: job.uid for job in built.snapshot.jobs for t in job.tasks}
         evicted = {job_of_task.get(e.task) for e in result.evictions}
@@ -950,6 +1039,21 @@ class Scheduler:
                 for q in built.snapshot.queues
             }
         )
+
+
+def _group_name(built: BuiltSnapshot, pod: dict[str, Any]) -> str | None:
+    """The pod's PodGroup: its annotation, else found from its owner (group_by_owner.py)."""
+    ns = pod["metadata"]["namespace"]
+    return group_of(pod, lambda name: built.podgroups.get(f"{ns}/{name}"))
+
+
+def _group_annotation(built: BuiltSnapshot, pod: dict[str, Any]) -> dict[str, str]:
+    """``pod-group-name`` for the Binding of a pod that does not carry it yet (empty when it
+    does): the API server copies a Binding's annotations onto the pod."""
+    if (pod["metadata"].get("annotations") or {}).get(POD_GROUP_ANNOTATION):
+        return {}
+    name = _group_name(built, pod)
+    return {POD_GROUP_ANNOTATION: name} if name else {}
 
 
 def _scaled(value: float | None, factor: float) -> float:

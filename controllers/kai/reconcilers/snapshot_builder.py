@@ -24,6 +24,7 @@ a cycle over 10,000 unchanged pods costs little.
 from __future__ import annotations
 
 import calendar
+import dataclasses
 import functools
 import time
 from collections.abc import Collection, Iterable, Mapping
@@ -36,6 +37,7 @@ from kai.api.duration import parse_duration as _parse_go_duration
 from kai.api.gpu_request import GPU_RESOURCE, GpuRequestError, gpu_request_from_pod
 from kai.api.pod_requests import effective_requests, is_sidecar
 from kai.api.quantity import QuantityError, parse_quantity
+from kai.reconcilers.group_by_owner import derived_group, podgroup_lookup
 from kai.reconcilers.shard import NodePool
 from kai.scheduler.selectors import SELECTOR_OPERATORS
 from kai.scheduler.sharing_modes import node_sharing_modes
@@ -979,6 +981,7 @@ class SnapshotBuilder:
             if isinstance(info, ObjectError):
                 problems.append(SkippedObject(pod, info.field, info.message))
                 continue
+            info = _with_derived_group(info, pod, ns, parsed_jobs)  # unannotated pods
             br = brs_by_pod.pop((ns, info.name), None)
             status, node, br_groups = pod_status(pod, br)
             grouped = info.pod_group is not None and (ns, info.pod_group) in parsed_jobs
@@ -1011,7 +1014,10 @@ class SnapshotBuilder:
             return
         ns = str(_mapping(pod.get("metadata")).get("namespace") or "")
         info = self._pod_info(pod)
-        if isinstance(info, ObjectError) or info.pod_group is None:
+        if isinstance(info, ObjectError):
+            return
+        info = _with_derived_group(info, pod, ns, parsed_jobs)
+        if info.pod_group is None:
             return
         if (ns, info.pod_group) not in parsed_jobs:
             return
@@ -1132,6 +1138,17 @@ def _attach_volumes(
         else:
             built.podgroups.pop(job.uid, None)
     return kept
+
+
+def _with_derived_group(
+    info: PodInfo, pod: Mapping[str, Any], ns: str, parsed_jobs: Mapping[tuple[str, str], Any]
+) -> PodInfo:
+    """``info`` of an unannotated pod with the PodGroup found from its owner
+    (:mod:`kai.reconcilers.group_by_owner`); unchanged when annotated or there is none."""
+    if info.pod_group is not None:
+        return info
+    name = derived_group(pod, podgroup_lookup(ns, parsed_jobs))
+    return info if name is None else dataclasses.replace(info, pod_group=name)
 
 
 def _labels_of(obj: Mapping[str, Any]) -> Mapping[str, Any]:

@@ -139,8 +139,9 @@ class SystemOptions:
     retry_period: float = 2.0
     kubelet: bool = True
     kubelet_termination_delay: float = 0.0
-    binder_workers: int = 16
-    grouper_workers: int = 8
+    kubelet_workers: int = 8  # the simulated kubelet of every node: pod starts in flight
+    binder_workers: int = 32
+    grouper_workers: int = 32
     queue_label: str = "kai.scheduler/queue"  # the pod-grouper's queue label key
     # "namespace/name" of the pod-grouper's per-kind default priorities ConfigMap (KAI's)
     default_priorities: str | None = None
@@ -155,6 +156,7 @@ class SystemOptions:
     # appended to the Lease holder identities: two Systems of one process (a leader change
     # in a test) must not share an identity, or both would hold the Lease
     identity_suffix: str = ""
+    bind_mode: str = "direct"  # the scheduler's: direct | bindRequest (kai.reconcilers.direct_bind)
     extra: dict[str, Any] = field(default_factory=dict)
 
 
@@ -231,6 +233,7 @@ class System:
                 usage=usage,
                 pool=pool,
                 coalesce=o.coalesce,
+                bind_mode=o.bind_mode,
             ),
             self.metrics,
             is_leader=(lambda: elector.is_leader) if elector else None,
@@ -351,7 +354,11 @@ class System:
         ninformers.wait_synced(sync_timeout)
         if o.kubelet:
             self.kubelet = Kubelet(
-                kube, npods, nodes, termination_delay=o.kubelet_termination_delay
+                kube,
+                npods,
+                nodes,
+                workers=o.kubelet_workers,
+                termination_delay=o.kubelet_termination_delay,
             ).start()
             self.stoppers.append(self.kubelet.stop)
         self.informers["nodes"] = ninformers

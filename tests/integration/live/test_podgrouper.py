@@ -9,10 +9,11 @@ from typing import Any
 import pytest
 from live_helpers import eventually
 
-from kai.kube.client import Kube, Resource
+from kai.kube.client import ApiError, Kube, Resource
 from kai.kube.events import EventRecorder
 from kai.kube.informer import InformerSet
 from kai.kube.resources import CRDS, EVENTS, JOBS, NAMESPACES, PODGROUPS, PODS, QUEUES
+from kai.reconcilers.group_by_owner import BY_OWNER_ANNOTATION, group_of
 from kai.reconcilers.podgrouper import PodGrouper
 from kai.sim.system import bootstrap, wait_for_crds
 from kai.sim.workloads import QUEUE_LABEL, pod_manifest, submit_job
@@ -39,8 +40,7 @@ def grouper(kube: Kube) -> Iterator[PodGrouper]:
 
 
 def _pg_of(kube: Kube, name: str) -> str | None:
-    pod = kube.get(PODS, name, "default")
-    return (pod["metadata"].get("annotations") or {}).get("pod-group-name")
+    return _pg_of_in(kube, name, "default")
 
 
 def test_bare_pod_gets_its_own_podgroup(kube: Kube, grouper: PodGrouper) -> None:
@@ -152,8 +152,57 @@ def test_namespace_bound_by_a_queue_tree_gives_the_queue(kube: Kube, grouper: Po
 
 
 def _pg_of_in(kube: Kube, name: str, namespace: str) -> str | None:
+    """The pod's PodGroup as the scheduler finds it: the ``pod-group-name`` annotation, else
+    the PodGroup of its owner marked pods-by-owner (the pod-grouper leaves such pods alone)."""
     pod = kube.get(PODS, name, namespace)
+
+    def podgroup(pg_name: str) -> dict[str, Any] | None:
+        try:
+            return kube.get(PODGROUPS, pg_name, namespace)
+        except ApiError as exc:
+            if exc.status == 404:
+                return None
+            raise
+
+    return group_of(pod, podgroup)
+
+
+def _annotation(kube: Kube, name: str) -> str | None:
+    pod = kube.get(PODS, name, "default")
     return (pod["metadata"].get("annotations") or {}).get("pod-group-name")
+
+
+def test_pods_grouped_by_owner_are_not_patched(kube: Kube, grouper: PodGrouper) -> None:
+    """A bare pod and a Job's pods: their PodGroup is marked pods-by-owner and the pods get no
+    ``pod-group-name`` PATCH (the scheduler finds the group and writes it in the Binding); a pod
+    of an unknown owner kind keeps the annotation, and its PodGroup is not marked."""
+    solo = kube.create(PODS, pod_manifest("by-owner", "default", "q", gpus=1))
+    pods = submit_job(kube, "by-owner-job", "default", "q", pods=2, min_member=2)
+    job_uid = kube.get(JOBS, "by-owner-job", "default")["metadata"]["uid"]
+    solo_pg = eventually(lambda: _pg_of(kube, "by-owner"))
+    assert solo_pg == f"pg-by-owner-{solo['metadata']['uid']}"
+    for name in pods:
+        assert eventually(lambda n=name: _pg_of(kube, n)) == f"pg-by-owner-job-{job_uid}"
+    for pg_name in (solo_pg, f"pg-by-owner-job-{job_uid}"):
+        pg = kube.get(PODGROUPS, pg_name, "default")
+        assert pg["metadata"]["annotations"][BY_OWNER_ANNOTATION] == "true"
+    time.sleep(0.5)
+    for name in ("by-owner", *pods):
+        assert _annotation(kube, name) is None
+        assert kube.get(PODS, name, "default")["metadata"].get("generation", 1) == 1
+    frob = _create(
+        kube,
+        Resource("", "v1", "configmaps", True, "ConfigMap"),
+        {
+            "apiVersion": "v1",
+            "kind": "ConfigMap",
+            "metadata": {"name": "cm-owner", "namespace": "default"},
+        },
+    )
+    kube.create(PODS, _owned_pod("cm-owned", frob))
+    named = eventually(lambda: _annotation(kube, "cm-owned"))
+    pg = kube.get(PODGROUPS, named, "default")
+    assert BY_OWNER_ANNOTATION not in (pg["metadata"].get("annotations") or {})
 
 
 def _owned_pod(name: str, owner: dict[str, Any], **kw: Any) -> dict[str, Any]:
