@@ -157,8 +157,12 @@ def test_staleness_grace_period_is_read_from_the_podgroup(cluster: Cluster) -> N
         broken = _gang_running(cluster, "work", job, 2)[0]["metadata"]["name"]
         kube.delete(PODS, broken, "work")
     eventually(lambda: not [n for n in _pods(cluster, "work") if n.startswith("now-")], timeout=20)
-    annotations = kube.get(PODGROUPS, now, "work")["metadata"].get("annotations") or {}
-    assert LAST_EVICTION in annotations
+    # the PodGroup's annotations are written by the status writers, after the evictions
+    eventually(
+        lambda: (
+            LAST_EVICTION in (kube.get(PODGROUPS, now, "work")["metadata"].get("annotations") or {})
+        )
+    )
     eventually(
         lambda: (
             STALE_SINCE in (kube.get(PODGROUPS, never, "work")["metadata"].get("annotations") or {})
