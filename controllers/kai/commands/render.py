@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import shutil
 import sys
 from collections.abc import Iterable
 from typing import Any
@@ -91,15 +92,30 @@ def _stream(objects: list[dict[str, Any]], output: str, colour: str) -> str:
 
 
 def _write_files(objects: Iterable[dict[str, Any]], out: str, output: str) -> int:
+    """Write each object to its own file in ``out``. A new ``out`` is built as a staging
+    directory beside it and renamed into place at the end (files created directly: a crash
+    leaves ``out`` absent, never half-written); an existing one gets each file through a
+    temporary name renamed over the old file."""
+    import tempfile
+
     from kai.gitops.compile import dump_object, object_file_name
 
     if os.path.exists(out) and not os.path.isdir(out):
         print(f"kai render: error: {out} exists and is not a directory", file=sys.stderr)
         return 2
+    staging: str | None = None
     written = 0
     try:
-        os.makedirs(out, exist_ok=True)
-        directory = os.path.realpath(out)
+        if not os.path.lexists(out):
+            parent = os.path.dirname(os.path.abspath(out))
+            os.makedirs(parent, exist_ok=True)
+            staging = tempfile.mkdtemp(prefix=f".{os.path.basename(out)}.rendering-", dir=parent)
+            umask = os.umask(0)
+            os.umask(umask)
+            os.chmod(staging, 0o777 & ~umask)  # as os.makedirs would have made it
+            directory = staging
+        else:
+            directory = os.path.realpath(out)
         for obj in objects:
             if output == "json":
                 name = object_file_name(obj).removesuffix(".yaml") + ".json"
@@ -112,24 +128,41 @@ def _write_files(objects: Iterable[dict[str, Any]], out: str, output: str) -> in
                     f"kai render: error: refusing to write {name!r}: the path leaves {out}",
                     file=sys.stderr,
                 )
+                _discard(staging)
                 return 3
-            temporary = f"{target}.tmp"
-            # O_NOFOLLOW: a link planted at the temporary name is refused, never written through.
-            flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_NOFOLLOW", 0)
-            handle = os.open(temporary, flags, 0o666)
-            try:
-                data = memoryview(text.encode("utf-8"))
-                while data:
-                    data = data[os.write(handle, data) :]
-            finally:
-                os.close(handle)
-            os.replace(temporary, target)
+            _write_one(target, text.encode("utf-8"), direct=staging is not None)
             written += 1
+        if staging is not None:
+            os.rename(staging, out)  # fails if another process made a non-empty out meanwhile
+            staging = None
     except OSError as exc:
+        _discard(staging)
         print(f"kai render: error: cannot write to {out}: {exc.strerror}", file=sys.stderr)
         return 2
     print(f"kai render: wrote {written} files to {out}", file=sys.stderr)
     return 0
+
+
+def _write_one(target: str, data: bytes, *, direct: bool) -> None:
+    """``data`` into ``target``: created directly in a private staging directory, else through
+    ``target.tmp`` renamed over it. O_NOFOLLOW: a link planted at the name written to is
+    refused, never written through."""
+    path = target if direct else f"{target}.tmp"
+    flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_NOFOLLOW", 0)
+    handle = os.open(path, flags, 0o666)
+    try:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(handle, view) :]
+    finally:
+        os.close(handle)
+    if not direct:
+        os.replace(path, target)
+
+
+def _discard(staging: str | None) -> None:
+    if staging is not None:
+        shutil.rmtree(staging, ignore_errors=True)
 
 
 def _confined(directory: str, name: str) -> str | None:

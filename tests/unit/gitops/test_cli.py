@@ -288,3 +288,45 @@ def test_render_is_deterministic_and_matches_out_dir(
     assert sorted(joined.split("---\n")) == sorted(first.split("---\n"))
     # 13 team queues + 3 departments + 2 inner + the raw default-queue, a Topology, the ConfigMap
     assert first.count("\nkind: Queue\n") == 17
+
+
+def test_render_out_new_directory_is_renamed_into_place_whole(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A new --out is written as a staging directory and renamed into place: the result has
+    the permissions os.makedirs gives, no staging directory is left, and when a write fails
+    half-way --out does not exist at all (never half-written). An existing --out is updated
+    file by file."""
+    import kai.commands.render as render
+
+    out = tmp_path / "new" / "out"
+    code, _, _ = run(capsys, "render", str(EXAMPLES), "--out", str(out))
+    assert code == 0
+    assert os.listdir(tmp_path / "new") == ["out"]
+    umask = os.umask(0)
+    os.umask(umask)
+    assert (out.stat().st_mode & 0o777) == 0o777 & ~umask
+    written = sorted(os.listdir(out))
+    assert "queue-nlp.yaml" in written
+    # an existing --out: files replaced in place, the directory kept
+    (out / "queue-nlp.yaml").write_text("stale\n")
+    inode = out.stat().st_ino
+    code, _, _ = run(capsys, "render", str(EXAMPLES), "--out", str(out))
+    assert code == 0 and out.stat().st_ino == inode
+    assert (out / "queue-nlp.yaml").read_text() != "stale\n"
+    assert sorted(os.listdir(out)) == written
+    # a failure half-way through a new --out leaves nothing behind
+    real_write = render._write_one
+    calls = []
+
+    def failing(target: str, data: bytes, *, direct: bool) -> None:
+        calls.append(target)
+        if len(calls) == 3:
+            raise OSError(28, "No space left on device")
+        real_write(target, data, direct=direct)
+
+    monkeypatch.setattr(render, "_write_one", failing)
+    other = tmp_path / "other"
+    code, _, err = run(capsys, "render", str(EXAMPLES), "--out", str(other))
+    assert code == 2 and "No space left on device" in err
+    assert not other.exists() and os.listdir(tmp_path) == ["new"]
