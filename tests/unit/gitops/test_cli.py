@@ -297,7 +297,7 @@ def test_render_out_new_directory_is_renamed_into_place_whole(
     the permissions os.makedirs gives, no staging directory is left, and when a write fails
     half-way --out does not exist at all (never half-written). An existing --out is updated
     file by file."""
-    import kai.commands.render as render
+    from kai.commands import render
 
     out = tmp_path / "new" / "out"
     code, _, _ = run(capsys, "render", str(EXAMPLES), "--out", str(out))
