@@ -187,7 +187,7 @@ class IncrementalSnapshot:
         self._out_groups: dict[Key, tuple[tuple[str, tuple[str, ...]], ...]] = {}
         # jobs with a task whose pod uses PersistentVolumeClaims: their volume constraints are
         # derived again every cycle (a claim or volume changes without any pod changing)
-        self._claim_jobs: dict[Key, tuple[str, dict[str, PodInfo]]] = {}  # (job uid, pods)
+        self._claim_jobs: dict[Key, dict[str, PodInfo]] = {}  # job key -> its pods with claims
         # the snapshot's sorted lists, and where each job / node is in them (None: to sort)
         self._job_list: list[JobSpec] | None = None
         self._job_at: dict[Key, int] = {}
@@ -659,7 +659,7 @@ class IncrementalSnapshot:
             self._out_jobs[key] = job
             claims = self._claims_of(job)
             if claims:
-                self._claim_jobs[key] = (job.uid, claims)
+                self._claim_jobs[key] = claims
             if old is not None and self._job_list is not None:
                 self._job_list[self._job_at[key]] = job
             self._out_podgroups[job.uid] = unit.pg
@@ -684,20 +684,18 @@ class IncrementalSnapshot:
         if not self._claim_jobs or self.volumes is None:
             return
         index = self.volumes()
-        jobs = built.snapshot.jobs
-        at = {job.uid: i for i, job in enumerate(jobs)}
+        jobs = built.snapshot.jobs  # in the order of self._job_at
         dropped: set[str] = set()
-        for job_uid, claims in self._claim_jobs.values():
-            if job_uid not in at:
-                continue
-            copy = _shallow_copy(jobs[at[job_uid]])
+        for key, claims in self._claim_jobs.items():
+            at = self._job_at[key]
+            copy = _shallow_copy(jobs[at])
             copy.tasks = [_shallow_copy(t) for t in copy.tasks]
             parsed = {uid: (None, None, info) for uid, info in claims.items()}
             kept = _attach_volumes(parsed, [copy], built, index, problems)
             if kept:
-                jobs[at[job_uid]] = kept[0]
+                jobs[at] = kept[0]
             else:
-                dropped.add(job_uid)
+                dropped.add(copy.uid)
         if dropped:
             built.snapshot.jobs = [j for j in jobs if j.uid not in dropped]
 
