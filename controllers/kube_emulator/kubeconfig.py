@@ -11,8 +11,9 @@ import yaml
 def kubeconfig_dict(
     url: str, ca_pem: bytes | None, context: str = "kai-sim", token: str | None = None
 ) -> dict[str, object]:
-    """``token``: the server's bearer token; None for a server started without authentication
-    (a placeholder token then keeps clients that insist on some credential happy)."""
+    """``token``: the server's bearer token; None for a server started without authentication,
+    which ignores credentials: the user entry then names the fixed token ``kai-sim``, so that
+    clients send the same kind of request to an open server as to one that checks tokens."""
     cluster: dict[str, object] = {"server": url}
     if ca_pem:
         cluster["certificate-authority-data"] = base64.b64encode(ca_pem).decode()
