@@ -8,6 +8,7 @@ from __future__ import annotations
 import base64
 import datetime as dt
 import re
+import select
 import socket
 import ssl
 import threading
@@ -336,12 +337,14 @@ def test_a_rotation_sends_goaway_and_answers_the_calls_in_flight() -> None:
 
 def _goaway_then_idle(server: AdmissionServer, ca: certs.KeyPair, client: Client) -> int:
     """One call answered, then a rotation: the server says GOAWAY (within its 1 s tick) with
-    nothing left to answer on the connection. The client has not read it yet."""
+    nothing left to answer on the connection, and ends it. The client has not read it yet."""
     first = client.post("/fast", _review("before"))
     client.pump(lambda: first in client.ended)
     fresh = certs.new_serving(ca, ["127.0.0.1"], dt.timedelta(hours=1))
     server.set_certificate(fresh.cert, fresh.key)
-    time.sleep(1.5)
+    readable, _, _ = select.select([client.sock], [], [], 10)  # the GOAWAY is here, unread
+    assert readable and not client.sock.pending()
+    time.sleep(0.3)  # the server ends the connection right after it
     return first
 
 
