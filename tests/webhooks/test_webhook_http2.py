@@ -1,12 +1,14 @@
 """HTTP/2 in the admission server: many concurrent calls on one connection, as kube-apiserver
 sends them (its webhook client picks ``h2`` by ALPN); flow control both ways; GOAWAY after a
-certificate rotation with the calls in flight still answered."""
+certificate rotation with the calls in flight still answered, and the connection then closed
+without a reset under a client that is still sending."""
 
 from __future__ import annotations
 
 import base64
 import datetime as dt
 import re
+import select
 import socket
 import ssl
 import threading
@@ -14,6 +16,7 @@ import time
 from typing import Any
 
 import orjson
+import pytest
 from h2.config import H2Configuration
 from h2.connection import H2Connection
 from h2.events import (
@@ -23,7 +26,7 @@ from h2.events import (
 )
 from h2.settings import SettingCodes
 
-from kai.webhooks import certs
+from kai.webhooks import certs, http2
 from kai.webhooks.review import Request, Verdict
 from kai.webhooks.server import AdmissionServer
 
@@ -329,4 +332,63 @@ def test_a_rotation_sends_goaway_and_answers_the_calls_in_flight() -> None:
         )
     finally:
         release.set()
+        server.stop()
+
+
+def _goaway_then_idle(server: AdmissionServer, ca: certs.KeyPair, client: Client) -> int:
+    """One call answered, then a rotation: the server says GOAWAY (within its 1 s tick) with
+    nothing left to answer on the connection, and ends it. The client has not read it yet."""
+    first = client.post("/fast", _review("before"))
+    client.pump(lambda: first in client.ended)
+    fresh = certs.new_serving(ca, ["127.0.0.1"], dt.timedelta(hours=1))
+    server.set_certificate(fresh.cert, fresh.key)
+    readable, _, _ = select.select([client.sock], [], [], 10)  # the GOAWAY is here, unread
+    assert readable and not client.sock.pending()
+    time.sleep(0.3)  # the server ends the connection right after it
+    return first
+
+
+def test_after_its_goaway_a_connection_is_not_reset_under_a_client_still_sending() -> None:
+    """The API server keeps sending on a connection until it has read the GOAWAY (calls it
+    will retry on a new connection, window updates, pings). Were the socket closed with those
+    bytes unread, the kernel would answer them with a reset; the client's next write would
+    fail and Go's client would close the connection itself ("client connection force closed
+    via ClientConn.Close"), failing the calls still on it. The server ends only its half and
+    reads until the client ends its own."""
+    ca, server = _server()
+    try:
+        client = Client(server.port, ca.cert)
+        first = _goaway_then_idle(server, ca, client)
+        late = client.post("/fast", _review("late"))  # sent before it read the GOAWAY
+        time.sleep(0.3)  # a reset, had the server closed, would be here by now
+        later = client.post("/fast", _review("later"))  # ... and fail this write
+        client.pump(lambda: False)  # reads up to the end of the server's half, no reset
+        assert client.goaways == [(first, 0), (first, 0)]  # neither late call is covered:
+        assert late not in client.ended and later not in client.ended  # retried elsewhere
+        assert client.sock.recv(1) == b""
+        client.close()  # the client ends its half: the server's worker closes and is free
+        deadline = time.monotonic() + 3
+        while server._open and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert not server._open
+    finally:
+        server.stop()
+
+
+def test_a_client_that_never_closes_its_half_is_closed_after_the_linger(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(http2, "LINGER", 0.5)
+    ca, server = _server()
+    try:
+        client = Client(server.port, ca.cert)
+        _goaway_then_idle(server, ca, client)
+        client.pump(lambda: False)  # GOAWAY, GOAWAY, end of the server's half
+        assert len(client.goaways) == 2
+        started = time.monotonic()
+        while server._open and time.monotonic() - started < 5:
+            time.sleep(0.05)
+        assert not server._open  # the client still holds its socket open
+        client.close()
+    finally:
         server.stop()

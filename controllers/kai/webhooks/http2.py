@@ -13,7 +13,10 @@ machine is the ``h2`` library's; this module owns the socket:
 - responses larger than the peer's flow-control window wait for its WINDOW_UPDATE;
 - after a certificate rotation, or when the server stops, the connection says GOAWAY: the
   API server finishes the calls in flight on it and opens a new connection (with the new
-  certificate) for the next ones; a connection idle for ``IDLE_TIMEOUT`` is closed likewise.
+  certificate) for the next ones; a connection idle for ``IDLE_TIMEOUT`` is closed likewise;
+- a connection is never closed under the client's feet: once every stream the GOAWAY covers
+  is answered, only our half is closed, and the connection waits for the client to close its
+  half (:meth:`_Connection._close`).
 """
 
 from __future__ import annotations
@@ -59,6 +62,8 @@ STREAM_ACK = 32 * 1024
 CONNECTION_WINDOW = 64 * 1024 * 1024
 #: how often the loop wakes without traffic, to notice a rotation, a stop or idleness
 TICK = 1.0
+#: after its last answer, how long a closing connection waits for the client to close its side
+LINGER = 5.0
 
 Answer = tuple[int, int, bytes, str]  # stream, status, body, content type
 _STATUS = {200: (b":status", b"200")}
@@ -100,6 +105,7 @@ class _Connection:
         self.ctx = ctx  # the certificate this connection was made with
         self.max_body = MAX_BODY
         self.idle_timeout = IDLE_TIMEOUT
+        self.linger = LINGER
         self.h2 = H2Connection(H2Configuration(**_CONFIG))  # type: ignore[arg-type]
         self.streams: dict[int, _Stream] = {}
         self.in_flight = 0  # requests handed to the stream pool, not yet answered
@@ -150,10 +156,7 @@ class _Connection:
                 ):
                     self._go_away()
                 if self.going_away and idle:
-                    h2.close_connection(
-                        error_code=ErrorCodes.NO_ERROR, last_stream_id=self.last_stream
-                    )
-                    self._flush()
+                    self._close()
                     return
         finally:
             self.wake_r.close()
@@ -173,6 +176,35 @@ class _Connection:
         frame.last_stream_id = self.last_stream
         frame.error_code = ErrorCodes.NO_ERROR
         self.conn.sendall(frame.serialize())
+
+    def _close(self) -> None:
+        """End the connection after its GOAWAY, every stream the GOAWAY covers answered.
+
+        The client may still be sending: requests it opened before it read the GOAWAY (it
+        retries them on a new connection once it reads it), WINDOW_UPDATEs, PINGs. A socket
+        closed with such bytes unread, or receiving them after its close, makes the kernel
+        answer with a TCP reset: the client's next write fails, and Go's HTTP/2 client then
+        closes the connection itself ("http2: client connection force closed via
+        ClientConn.Close"), failing every call still on it, the ones it would have retried
+        included. So the final GOAWAY is followed by the end of our half only (a FIN after the
+        last byte sent), and whatever the client still sends is read and dropped until it
+        closes its half (Go's client does as soon as it has read up to our FIN), for at most
+        ``LINGER`` seconds. Only then is the socket closed.
+        """
+        self.h2.close_connection(error_code=ErrorCodes.NO_ERROR, last_stream_id=self.last_stream)
+        self._flush()
+        # the TCP socket under the TLS one: no TLS record is written or read any more
+        raw = self.conn
+        try:
+            socket.socket.shutdown(raw, socket.SHUT_WR)
+            deadline = time.monotonic() + self.linger
+            while (left := deadline - time.monotonic()) > 0:
+                readable, _, _ = select.select([raw], [], [], left)
+                if readable and not socket.socket.recv(raw, 65536):
+                    return  # the client closed its half: nothing of it is left unread
+        except OSError:  # the client reset or went away meanwhile: nothing left to protect
+            return
+        log.debug("HTTP/2 client did not close its side within %gs of the GOAWAY", self.linger)
 
     def _receive(self, data: bytes) -> bool:
         """Feed bytes to the state machine; False when the peer ended the connection."""
