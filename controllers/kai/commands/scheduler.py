@@ -149,8 +149,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="also run these components (comma-separated: binder, podgrouper) in this "
         "process, sharing the scheduler's client and informers: one LIST and WATCH of pods "
         "instead of one per process; each keeps its own Lease and its default settings "
-        "(32 workers; queue and node-pool label keys as the scheduler resolves them) "
+        "(32 workers; the queue label key of --queue-label-key, the scheduler's node-pool label "
+        "key) "
         "(default: none, each runs as its own command)",
+    )
+    parser.add_argument(
+        "--queue-label-key",
+        default=None,
+        metavar="KEY",
+        help="with --also podgrouper: the label naming a workload's queue (default: "
+        "spec.global.queueLabelKey of KAI's Config kai-config, else kai.scheduler/queue)",
     )
 
 
@@ -279,7 +287,10 @@ def run(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return 2
-    extra: dict[str, Any] = {"queue_label": None} if "podgrouper" in also else {}
+    if args.queue_label_key and "podgrouper" not in also:
+        print("kai scheduler: --queue-label-key needs --also podgrouper", file=sys.stderr)
+        return 2
+    extra: dict[str, Any] = {"queue_label": args.queue_label_key} if "podgrouper" in also else {}
     import tempfile
 
     directory = args.snapshot_dir or tempfile.gettempdir()
