@@ -69,6 +69,9 @@ class Result:
     started_at: str = ""  # wall clock of the start, to find it in the components' logs
     requests: dict[tuple[str, str], float] = field(default_factory=dict)
     server_seconds: dict[tuple[str, str], float] = field(default_factory=dict)
+    # watch events the API server sent (every watcher counts) and their bytes, per resource
+    watch_events: dict[str, float] = field(default_factory=dict)
+    watch_bytes: dict[str, float] = field(default_factory=dict)
     cpu: dict[str, float] = field(default_factory=dict)
     rebound: int = 0
     failed: int = 0
@@ -186,6 +189,9 @@ _LABEL = re.compile(r'(\w+)="([^"]*)"')
 _DURATION = re.compile(r"^apiserver_request_duration_seconds_(sum|count)\{([^}]*)\} (\S+)$", re.M)
 
 
+_WATCH = re.compile(r"^apiserver_watch_events_(total|sizes_sum)\{([^}]*)\} (\S+)$", re.M)
+
+
 def _key(labels_text: str) -> tuple[str, str]:
     labels = dict(_LABEL.findall(labels_text))
     what = labels.get("resource", "")
@@ -197,12 +203,20 @@ def _key(labels_text: str) -> tuple[str, str]:
 Counts = dict[tuple[str, str], float]
 
 
-def server_requests(kube: Any) -> tuple[Counts, Counts]:
-    """``apiserver_request_total`` summed by (verb, resource[/subresource]), and the seconds
-    the server spent on them (``apiserver_request_duration_seconds_sum``)."""
+def server_requests(kube: Any) -> tuple[Counts, Counts, Counts, Counts]:
+    """``apiserver_request_total`` summed by (verb, resource[/subresource]), the seconds
+    the server spent on them (``apiserver_request_duration_seconds_sum``), and the watch events
+    it sent with their bytes (``apiserver_watch_events_total`` / ``_sizes_sum``) by resource."""
     _, text = kube.get_text("/metrics")
     counts: Counts = {}
     seconds: Counts = {}
+    events: Counts = {}
+    sizes: Counts = {}
+    for match in _WATCH.finditer(text):
+        labels = dict(_LABEL.findall(match[2]))
+        what = ("", labels.get("resource") or labels.get("kind") or "?")
+        into = events if match[1] == "total" else sizes
+        into[what] = into.get(what, 0.0) + float(match[3])
     for match in _SAMPLE.finditer(text):
         key = _key(match[1])
         counts[key] = counts.get(key, 0) + float(match[2])
@@ -210,7 +224,7 @@ def server_requests(kube: Any) -> tuple[Counts, Counts]:
         if match[1] == "sum":
             key = _key(match[2])
             seconds[key] = seconds.get(key, 0.0) + float(match[3])
-    return counts, seconds
+    return counts, seconds, events, sizes
 
 
 def _delta(after: Counts, before: Counts) -> Counts:
@@ -342,7 +356,13 @@ def run_once(
         finished = done.wait(args.timeout)
         t_end = time.monotonic()
         requests_after = server_requests(kube)
-        names = ["kube-scheduler"] if which == "kube" else ["scheduler", "binder", "podgrouper"]
+        names = (
+            ["kube-scheduler"]
+            if which == "kube"
+            else ["scheduler+binder+podgrouper"]
+            if args.kai_processes == 1
+            else ["scheduler", "binder", "podgrouper"]
+        )
         cpu = {
             name: cpu_seconds(pid) - cpu_before.get(name, 0.0) for name, pid in processes.items()
         }
@@ -352,6 +372,12 @@ def run_once(
         result.cpu = cpu
         result.requests = _delta(requests_after[0], requests_before[0])
         result.server_seconds = _delta(requests_after[1], requests_before[1])
+        result.watch_events = {
+            k[1]: v for k, v in _delta(requests_after[2], requests_before[2]).items()
+        }
+        result.watch_bytes = {
+            k[1]: v for k, v in _delta(requests_after[3], requests_before[3]).items()
+        }
         with lock:
             result.bound = len(bound)
             result.failed = len(failed)
@@ -416,12 +442,29 @@ def spawn(which: str, plane: ControlPlane, args: argparse.Namespace) -> list[sub
             )
         ]
     common = ["--kubeconfig", str(plane.kubeconfig), "--log-level", args.log_level]
+    scheduler = ["scheduler", "--period", str(args.period), "--metrics-port", str(_free_port())]
+    if args.kai_processes == 1:  # one process, one set of informers (`--also`)
+        return [
+            subprocess.Popen(
+                [
+                    sys.executable,
+                    "-m",
+                    "kai.cli",
+                    *scheduler,
+                    "--also",
+                    "binder,podgrouper",
+                    *common,
+                ],
+                stdout=log,
+                stderr=log,
+            )
+        ]
     return [
         subprocess.Popen(
             [sys.executable, "-m", "kai.cli", *command, *common], stdout=log, stderr=log
         )
         for command in (
-            ["scheduler", "--period", str(args.period), "--metrics-port", str(_free_port())],
+            scheduler,
             ["binder", "--workers", str(args.binder_workers)],
             ["podgrouper", "--workers", str(args.grouper_workers)],
         )
@@ -452,6 +495,14 @@ def report(result: Result) -> None:
             for (v, w), n in top
         )
     )
+    watched = sorted(r.watch_events.items(), key=lambda kv: -kv[1])[:6]
+    print(
+        f"  [{r.scheduler}] watch events sent per pod (KB): "
+        + ", ".join(
+            f"{what} {n / r.pods:.1f} ({r.watch_bytes.get(what, 0) / r.pods / 1024:.1f})"
+            for what, n in watched
+        )
+    )
     print(
         f"  [{r.scheduler}] CPU s: "
         + ", ".join(f"{name} {s:.1f}" for name, s in sorted(r.cpu.items(), key=lambda kv: -kv[1]))
@@ -475,6 +526,15 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--grouper-workers", type=int, default=32, help="kai podgrouper --workers")
     parser.add_argument("--kube-burst", type=int, default=2000)
+    parser.add_argument(
+        "--kai-processes",
+        type=int,
+        choices=(1, 3),
+        default=3,
+        help="3: kai's scheduler, binder and pod-grouper as three processes (the default "
+        "deployment); 1: one `kai scheduler --also binder,podgrouper` sharing its informers "
+        "(binder and pod-grouper with their default 32 workers)",
+    )
     parser.add_argument("--timeout", type=float, default=900.0)
     parser.add_argument("--log-level", default="WARNING", help="kai components' log level")
     parser.add_argument("--logs", help="keep every run's logs (components, control plane) here")

@@ -157,8 +157,9 @@ def test_chart_crds_are_the_generated_ones() -> None:
             "scheduler.shards[1].partitionLabelValue=pool-a",
             "scheduler.shards[1].spec.placementStrategy.gpu=spread",
         ],
+        ["scheduler.inProcess={binder,podgrouper}"],
     ],
-    ids=["defaults", "webhook", "cert-manager", "shards"],
+    ids=["defaults", "webhook", "cert-manager", "shards", "in-process"],
 )
 def test_every_rendered_object_is_valid(helm3: str, values: list[str]) -> None:
     """Built-in kinds against Kubernetes' own schemas (1.36, strict: no unknown field); ours
@@ -453,3 +454,38 @@ def test_prometheus_usage_source_needs_a_url(helm3: str) -> None:
         check=False,
     )
     assert out.returncode != 0 and "prometheusUrl is required" in out.stderr
+
+
+def test_binder_and_podgrouper_in_the_schedulers_process(helm3: str) -> None:
+    """scheduler.inProcess: one Deployment runs `kai scheduler --also binder,podgrouper` (with
+    the queue label key); the two Deployments are gone; their roles (cluster, Lease, the
+    reservation namespace) are bound to the scheduler's ServiceAccount as well."""
+    objects = _template(helm3, "scheduler.inProcess={binder,podgrouper}", "queueLabelKey=acme/q")
+    deployments = {k[3] for k, o in objects.items() if k[1] == "Deployment"}
+    assert "kai-binder" not in deployments and "kai-podgrouper" not in deployments
+    pod = objects[("apps/v1", "Deployment", "kai-scheduler", "kai-scheduler")]["spec"]
+    parser = _parser("scheduler")
+    assert parser is not None
+    args = parser.parse_args(pod["template"]["spec"]["containers"][0]["args"][1:])
+    assert args.also == "binder,podgrouper" and args.queue_label_key == "acme/q"
+    scheduler_sa = {"kind": "ServiceAccount", "name": "kai-scheduler", "namespace": "kai-scheduler"}
+    for component in ("binder", "podgrouper"):
+        bindings = [
+            o
+            for o in objects.values()
+            if o["kind"] in ("ClusterRoleBinding", "RoleBinding")
+            and o["roleRef"]["name"].endswith(component)
+        ]
+        assert bindings, component
+        for binding in bindings:
+            assert scheduler_sa in binding["subjects"], binding["metadata"]
+    default = _template(helm3)
+    assert {"kai-binder", "kai-podgrouper"} <= {k[3] for k in default if k[1] == "Deployment"}
+    values = ["--set", "scheduler.inProcess={binder}", "--set", "scheduler.shards[0].name=a"]
+    refused = subprocess.run(
+        [helm3, "template", "kai", str(CHART), *values],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert refused.returncode != 0 and "not with scheduler.shards" in refused.stderr

@@ -232,6 +232,19 @@ spec:
 A component's ServiceAccount, ClusterRole + binding and (when rules are given) a Role + binding
 in the release namespace. Arguments: root, component, clusterRules, namespaceRules.
 */}}
+{{- /* The ServiceAccounts a component's roles are bound to: its own, and the scheduler's
+when the component runs in the scheduler's process (scheduler.inProcess). */}}
+{{- define "kai.subjects" }}
+- kind: ServiceAccount
+  name: kai-{{ .component }}
+  namespace: {{ .root.Release.Namespace }}
+{{- if has .component (.root.Values.scheduler.inProcess | default list) }}
+- kind: ServiceAccount
+  name: kai-scheduler
+  namespace: {{ .root.Release.Namespace }}
+{{- end }}
+{{- end }}
+
 {{- define "kai.rbac" -}}
 {{- $root := .root -}}
 apiVersion: v1
@@ -264,9 +277,7 @@ roleRef:
   kind: ClusterRole
   name: {{ include "kai.clusterName" (dict "root" $root "name" $.component) }}
 subjects:
-- kind: ServiceAccount
-  name: kai-{{ $.component }}
-  namespace: {{ $root.Release.Namespace }}
+{{- include "kai.subjects" (dict "root" $root "component" $.component) }}
 {{- end }}
 {{- with .namespaceRules }}
 ---
@@ -292,8 +303,6 @@ roleRef:
   kind: Role
   name: kai-{{ $.component }}
 subjects:
-- kind: ServiceAccount
-  name: kai-{{ $.component }}
-  namespace: {{ $root.Release.Namespace }}
+{{- include "kai.subjects" (dict "root" $root "component" $.component) }}
 {{- end }}
 {{- end }}

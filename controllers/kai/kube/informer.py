@@ -14,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import threading
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -62,6 +63,9 @@ class Informer:
         self.generation = 0  # bumped on every change: cheap "did anything change" checks
         self.relists = 0
         self.watch_restarts = 0
+        # the first list: how long it took and how many objects it brought (start-up timeline)
+        self.list_seconds: float | None = None
+        self.listed = 0
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._response: Any = None
@@ -107,12 +111,17 @@ class Informer:
         backoff = Backoff(base=0.1, cap=10.0)
         failures = 0
         need_list = not self.resource_version  # a restarted informer resumes where it was
+        # the first list may come from the API server's watch cache (resourceVersion=0, as
+        # client-go's reflector lists): no etcd read, one answer; the watch then resumes from
+        # the list's version, so nothing is missed. A relist after 410 Gone reads the current
+        # state (consistent), since the cache was found behind.
+        from_cache = need_list
         while not self._stop.is_set():
             start_rv = self.resource_version
             try:
                 if need_list:
-                    self._list()
-                    need_list = False
+                    self._list(from_cache)
+                    need_list = from_cache = False
                 self._watch()
                 failures = 0
             except ApiError as exc:
@@ -136,10 +145,11 @@ class Informer:
                 break
             self.watch_restarts += 1
 
-    def _list(self) -> None:
+    def _list(self, from_cache: bool = False) -> None:
         items: list[dict[str, Any]] = []
         token: str | None = None
         rv = ""
+        started = time.monotonic()
         while True:
             page = self.kube.list(
                 self.resource,
@@ -148,6 +158,7 @@ class Informer:
                 field_selector=self.field_selector,
                 limit=self.page_size,
                 continue_token=token,
+                resource_version="0" if from_cache and token is None else None,
             )
             kind = self.resource.kind
             api_version = self.resource.api_version
@@ -179,6 +190,9 @@ class Informer:
                 self.generation += 1
         for event in events:
             self._dispatch(*event)
+        if self.list_seconds is None:
+            self.list_seconds = time.monotonic() - started
+            self.listed = len(items)
         self.synced.set()
 
     def _watch(self) -> None:
@@ -261,13 +275,21 @@ class InformerSet:
             informer.start()
 
     def wait_synced(self, timeout: float) -> bool:
-        import time
-
         deadline = time.monotonic() + timeout
         for informer in self.informers.values():
             if not informer.wait_synced(max(0.0, deadline - time.monotonic())):
                 return False
         return True
+
+    def summary(self) -> str:
+        """``name N objects in S s`` of each informer's first list (the start-up timeline)."""
+        parts = []
+        for name, informer in self.informers.items():
+            took = informer.list_seconds
+            parts.append(
+                f"{name} {informer.listed} in {took:.2f}s" if took is not None else f"{name} -"
+            )
+        return ", ".join(parts)
 
     def stop(self) -> None:
         for informer in self.informers.values():

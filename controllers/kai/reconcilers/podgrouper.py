@@ -86,6 +86,7 @@ __all__ = [
 
 RECENT_TTL = 30.0  # seconds a PodGroup created here is trusted before the informer has it
 RECENT_MAX = 10_000
+PROGRESS_EVERY = 5.0  # seconds between the INFO lines counting PodGroups created
 
 #: spec fields that follow the workload on update (the rest stay as created)
 _FOLLOW = ("minMember", "minSubGroup", "subGroups", "priorityClassName", "preemptibility")
@@ -148,6 +149,10 @@ class PodGrouper:
         self._waiting_for_owner: dict[str, set[tuple[str, str]]] = {}
         self._waiting_lock = threading.Lock()
         self.is_leader = is_leader or (lambda: True)
+        # PodGroups created by this process: a count, and an INFO line at most every
+        # PROGRESS_EVERY seconds while creating (the start-up timeline, PodGroups/s)
+        self.created = 0
+        self._progress = (0.0, 0)  # (monotonic time, count) of the last progress line
         pods.add_handler(self._on_pod)
         jobs.add_handler(self._on_job)
 
@@ -353,7 +358,9 @@ class PodGrouper:
                     return current
                 if recent is not None:
                     return recent[1]
-                current, _created = create_or_get(self.kube, PODGROUPS, desired)
+                current, created = create_or_get(self.kube, PODGROUPS, desired)
+                if created:
+                    self._count_created()
                 with self._recent_lock:
                     self._recent[key] = (time.monotonic(), current)
                     if len(self._recent) > RECENT_MAX:  # informer stalled: keep the newest
@@ -368,6 +375,25 @@ class PodGrouper:
                     del self._pg_locks[key]
                 else:
                     self._pg_locks[key] = (lock, users - 1)
+
+    def _count_created(self) -> None:
+        now = time.monotonic()
+        with self._recent_lock:
+            self.created += 1
+            at, count = self._progress
+            if self.created > 1 and now - at < PROGRESS_EVERY:
+                return
+            self._progress = (now, self.created)
+            created = self.created
+        if created == 1:
+            log.info("podgrouper: first PodGroup created")
+        else:
+            log.info(
+                "podgrouper: %d PodGroups created (%.0f/s over the last %.1fs)",
+                created,
+                (created - count) / max(now - at, 1e-9),
+                now - at,
+            )
 
     def _write_podgroup(
         self, pod: dict[str, Any], desired: dict[str, Any], subgroup: str | None

@@ -290,9 +290,9 @@ class Scheduler:
     def _loop(self) -> None:
         while self.trigger.wait():
             if not (self.is_leader() and self.informers.wait_synced(0)):
-                # not leading (or not synced) yet: look again at the period, and run the first
-                # cycle as soon as we may
-                self._stop.wait(self.options.period)
+                # not leading (or not synced) yet: look again soon (a tenth of a second at most,
+                # a cheap check), and run the first cycle as soon as we may
+                self._stop.wait(min(self.options.period, 0.1))
                 self.trigger.changed()
                 continue
             try:

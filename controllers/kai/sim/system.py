@@ -13,7 +13,7 @@ import time
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kai.kube.client import ApiError, Kube
 from kai.kube.events import EventRecorder
@@ -22,16 +22,45 @@ from kai.kube.leader import LeaderElector
 from kai.kube.resources import BY_KIND, CRDS, JOBS, NAMESPACES, PODGROUPS, PODS
 from kai.kube.writes import create_if_absent, patch_if_changed, with_retries
 from kai.metrics import SchedulerMetrics
-from kai.reconcilers.binder import Binder
-from kai.reconcilers.podgrouper import PodGrouper
-from kai.reconcilers.scheduler import Scheduler, SchedulerOptions, make_informers
-from kai.reconcilers.shard import load_node_pool
-from kai.reconcilers.status import StatusWriter
-from kai.scheduler.snapshot import SchedulerConfig
-from kai.sim.kubelet import Kubelet
-from kai.sim.nodes import NodeLifecycle
+
+# each component is imported when it starts: `kai binder` and `kai podgrouper` do not load the
+# scheduler (its core and numpy), which costs a process most of a second of CPU at start
+if TYPE_CHECKING:
+    from kai.reconcilers.binder import Binder
+    from kai.reconcilers.podgrouper import PodGrouper
+    from kai.reconcilers.scheduler import Scheduler
+    from kai.scheduler.snapshot import SchedulerConfig
+    from kai.sim.kubelet import Kubelet
 
 log = logging.getLogger("kai.sim.system")
+
+
+def process_age() -> float:
+    """Seconds since this process started (Linux ``/proc``; 0.0 where it cannot be read)."""
+    try:
+        with open("/proc/self/stat") as handle:
+            started = int(handle.read().rsplit(")", 1)[1].split()[19])
+        with open("/proc/uptime") as handle:
+            uptime = float(handle.read().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 0.0
+    return max(0.0, uptime - started / os.sysconf("SC_CLK_TCK"))
+
+
+def log_synced(component: str, *informers: InformerSet) -> None:
+    """One INFO line of the start-up timeline: when the informers had listed, and each list."""
+    log.info(
+        "%s: informers synced %.2fs after the process started (%s)",
+        component,
+        process_age(),
+        ", ".join(group.summary() for group in informers if group.informers),
+    )
+
+
+#: components that may share one client and one set of informers (share_informers)
+COMPONENTS = ("scheduler", "binder", "podgrouper")
+SHARING = frozenset({"binder", "podgrouper"})
+
 
 PRIORITY_CLASSES = (
     ("train", 50, "Preemptible training workloads (KAI default)"),
@@ -157,6 +186,10 @@ class SystemOptions:
     # in a test) must not share an identity, or both would hold the Lease
     identity_suffix: str = ""
     bind_mode: str = "direct"  # the scheduler's: direct | bindRequest (kai.reconcilers.direct_bind)
+    # scheduler, binder and pod-grouper of this System share one client and one set of
+    # informers (one LIST and WATCH of pods instead of one per component): `kai scheduler
+    # --also binder,podgrouper`. False: each its own, as separate processes would have.
+    share_informers: bool = False
     extra: dict[str, Any] = field(default_factory=dict)
 
 
@@ -173,6 +206,8 @@ class System:
         self.kubelet: Kubelet | None = None
         self.metrics = SchedulerMetrics()
         self.informers: dict[str, Any] = {}
+        # share_informers: the client, the scheduler's informers, the pod-grouper's others
+        self._shared: tuple[Kube, InformerSet, InformerSet] | None = None
 
     def _kube(self) -> Kube:
         kube = Kube.from_kubeconfig(self.kubeconfig)
@@ -200,6 +235,8 @@ class System:
 
         tune_for_large_caches()  # the informer caches grow large: see gctune.py
         wanted = set(self.options.components)
+        if self.options.share_informers and "scheduler" in wanted and wanted & SHARING:
+            self._start_shared(sync_timeout, wanted)
         if "scheduler" in wanted:
             self._start_scheduler(sync_timeout)
         if "binder" in wanted:
@@ -210,12 +247,48 @@ class System:
             self._start_nodes(sync_timeout)
         return self
 
-    def _start_scheduler(self, sync_timeout: float) -> None:
+    def _start_shared(self, sync_timeout: float, wanted: set[str]) -> None:
+        """One client and the scheduler's informers (plus the pod-grouper's Jobs and
+        QueueTrees), listed before any component is made: each component then takes what
+        the caches already hold (the scheduler's snapshot resyncs, the binder and the
+        pod-grouper walk their caches at start) and follows the same watches."""
+        from kai.kube.resources import QUEUE_TREES
+        from kai.reconcilers.scheduler import make_informers
+
         o = self.options
         kube = self._kube()
+        informers = make_informers(kube, o.scheduler_name, o.config_map)
+        # the pod-grouper's own kinds in a set of their own: the scheduler follows every
+        # informer of its set, and a Job's status is no scheduling work
+        extra = InformerSet(kube)
+        if "podgrouper" in wanted:
+            extra.add("jobs", JOBS)
+            extra.add("queuetrees", QUEUE_TREES)
+        for group in (informers, extra):
+            group.start()
+            self.stoppers.append(group.stop)
+        informers.wait_synced(sync_timeout)
+        extra.wait_synced(sync_timeout)
+        log_synced(
+            "+".join(c for c in COMPONENTS if c in wanted),
+            informers,
+            extra,
+        )
+        self._shared = (kube, informers, extra)
+
+    def _start_scheduler(self, sync_timeout: float) -> None:
+        from kai.reconcilers.scheduler import Scheduler, SchedulerOptions, make_informers
+        from kai.reconcilers.shard import load_node_pool
+        from kai.reconcilers.status import StatusWriter
+
+        o = self.options
+        if self._shared is not None:
+            kube, informers, _ = self._shared
+        else:
+            kube = self._kube()
+            informers = make_informers(kube, o.scheduler_name, o.config_map)
         recorder = EventRecorder(kube, "kai-scheduler").start()
         self.stoppers.append(recorder.stop)
-        informers = make_informers(kube, o.scheduler_name, o.config_map)
         pool = load_node_pool(kube, o.shard, o.node_pool_label)
         # one Lease per scheduler name and node pool: schedulers of different names or shards
         # do not fight over one
@@ -246,9 +319,11 @@ class System:
             queue_condition=scheduler.usage_condition,
         )
         scheduler.result_listeners.append(status)
-        informers.start()
-        self.stoppers.append(informers.stop)
-        informers.wait_synced(sync_timeout)
+        if self._shared is None:
+            informers.start()
+            self.stoppers.append(informers.stop)
+            informers.wait_synced(sync_timeout)
+            log_synced("scheduler", informers)
         scheduler.start()
         status.start()
         self.stoppers.append(status.stop)
@@ -280,17 +355,29 @@ class System:
 
     def _start_binder(self, sync_timeout: float) -> None:
         from kai.kube.resources import BIND_REQUESTS
+        from kai.reconcilers.binder import Binder
 
-        kube = self._kube()
+        if self._shared is not None:
+            kube, binformers, _ = self._shared
+            brs, pods = binformers["bindrequests"], binformers["pods"]
+            elector = self._elector(kube, "2ad35f9c.kai.scheduler", "kai-binder")
+        else:
+            kube = self._kube()
+            # the Lease is sought while the informers list (as the scheduler's is), not after
+            elector = self._elector(kube, "2ad35f9c.kai.scheduler", "kai-binder")
+            binformers = InformerSet(kube)
+            brs = binformers.add("bindrequests", BIND_REQUESTS)
+            # only its scheduler's pods (reservation pods included): the binder never reads
+            # another scheduler's pod, and a pod it misses is read once (`_bind`)
+            pods = binformers.add(
+                "pods", PODS, field_selector=f"spec.schedulerName={self.options.scheduler_name}"
+            )
+            binformers.start()
+            self.stoppers.append(binformers.stop)
+            binformers.wait_synced(sync_timeout)
+            log_synced("binder", binformers)
         recorder = EventRecorder(kube, "kai-binder").start()
         self.stoppers.append(recorder.stop)
-        binformers = InformerSet(kube)
-        brs = binformers.add("bindrequests", BIND_REQUESTS)
-        pods = binformers.add("pods", PODS)
-        binformers.start()
-        self.stoppers.append(binformers.stop)
-        binformers.wait_synced(sync_timeout)
-        elector = self._elector(kube, "2ad35f9c.kai.scheduler", "kai-binder")
         self.binder = Binder(
             kube,
             brs,
@@ -305,22 +392,34 @@ class System:
 
     def _start_podgrouper(self, sync_timeout: float) -> None:
         from kai.kube.resources import QUEUE_TREES, QUEUES
+        from kai.reconcilers.podgrouper import PodGrouper
 
         o = self.options
-        kube = self._kube()
+        if self._shared is not None:
+            kube, shared, extra = self._shared
+            ginformers = InformerSet(kube)  # a view: the informers are the shared ones
+            for name in ("pods", "podgroups", "queues"):
+                ginformers.informers[name] = shared[name]
+            for name in ("jobs", "queuetrees"):
+                ginformers.informers[name] = extra[name]
+            gpods, jobs, pgs = ginformers["pods"], ginformers["jobs"], ginformers["podgroups"]
+            gqueues, gtrees = ginformers["queues"], ginformers["queuetrees"]
+        else:
+            kube = self._kube()
+            ginformers = InformerSet(kube)
+            gpods = ginformers.add(
+                "pods", PODS, field_selector=f"spec.schedulerName={o.scheduler_name}"
+            )
+            jobs = ginformers.add("jobs", JOBS)
+            pgs = ginformers.add("podgroups", PODGROUPS)
+            gqueues = ginformers.add("queues", QUEUES)
+            gtrees = ginformers.add("queuetrees", QUEUE_TREES)
+            ginformers.start()
+            self.stoppers.append(ginformers.stop)
+            ginformers.wait_synced(sync_timeout)
+            log_synced("podgrouper", ginformers)
         recorder = EventRecorder(kube, "kai-podgrouper").start()
         self.stoppers.append(recorder.stop)
-        ginformers = InformerSet(kube)
-        gpods = ginformers.add(
-            "pods", PODS, field_selector=f"spec.schedulerName={o.scheduler_name}"
-        )
-        jobs = ginformers.add("jobs", JOBS)
-        pgs = ginformers.add("podgroups", PODGROUPS)
-        gqueues = ginformers.add("queues", QUEUES)
-        gtrees = ginformers.add("queuetrees", QUEUE_TREES)
-        ginformers.start()
-        self.stoppers.append(ginformers.stop)
-        ginformers.wait_synced(sync_timeout)
         self.grouper = PodGrouper(
             kube,
             gpods,
@@ -341,6 +440,8 @@ class System:
     def _start_nodes(self, sync_timeout: float) -> None:
         """The node lifecycle controller and, unless disabled, the simulated kubelet."""
         from kai.kube.resources import NODES
+        from kai.sim.kubelet import Kubelet
+        from kai.sim.nodes import NodeLifecycle
 
         o = self.options
         kube = self._kube()

@@ -69,9 +69,19 @@ def test_dropped_watches_lose_no_event(server: ApiServer, kube: Kube) -> None:
         inf.stop()
 
 
-def test_relist_after_410_reports_what_the_gap_hid(server: ApiServer, kube: Kube) -> None:
+def test_relist_after_410_reports_what_the_gap_hid(
+    server: ApiServer, kube: Kube, monkeypatch: Any
+) -> None:
     for name in ("keep", "change", "gone"):
         kube.create(CONFIGMAPS, _cm(name))
+    lists: list[str | None] = []  # resourceVersion of each list request
+    real_list = kube.list
+
+    def recording_list(*args: Any, **kwargs: Any) -> dict[str, Any]:
+        lists.append(kwargs.get("resource_version"))
+        return real_list(*args, **kwargs)
+
+    monkeypatch.setattr(kube, "list", recording_list)
     events: list[tuple[str, str]] = []
     inf = Informer(kube, CONFIGMAPS, watch_timeout=1)
     inf.add_handler(lambda t, o, old: events.append((t, o["metadata"]["name"])))
@@ -91,5 +101,9 @@ def test_relist_after_410_reports_what_the_gap_hid(server: ApiServer, kube: Kube
         assert ("MODIFIED", "change") in events
         assert (inf.get("change", "default") or {}).get("data") == {"v": "9"}
         assert inf.get("gone", "default") is None
+        # the first list may come from the watch cache (resourceVersion 0, as client-go's);
+        # the relist after 410 reads the current state
+        assert lists[0] == "0" and lists[1:] and all(rv is None for rv in lists[1:])
+        assert inf.listed == 3 and inf.list_seconds is not None
     finally:
         inf.stop()
