@@ -48,6 +48,7 @@ import contextlib
 import os
 import re
 import select
+import signal
 import socket
 import ssl
 import struct
@@ -714,6 +715,8 @@ def main() -> int:
     if args.base_tree and not (Path(args.base_tree) / "controllers" / "kai").is_dir():
         parser.error(f"--base-tree {args.base_tree}: no controllers/kai in it")
 
+    # a SIGTERM (e.g. from `timeout`) still stops the webhooks and removes the configurations
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     sys.path.insert(0, str(ROOT / "controllers"))
     from kai.kube.client import Kube
     from kai.webhooks.app import free_port
