@@ -48,6 +48,7 @@ import contextlib
 import os
 import re
 import select
+import signal
 import socket
 import ssl
 import struct
@@ -62,7 +63,7 @@ from urllib.parse import urlsplit
 
 ROOT = Path(__file__).resolve().parents[1]
 NAMESPACE = "team-nlp"
-PHASES = ("none", "null", "kai")
+PHASES = ("none", "null", "kai")  # the default phases; also kai-python, base
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 
 
@@ -681,7 +682,8 @@ def main() -> int:
     parser.add_argument("--repeat", type=int, default=1, help="rounds (each: none, null, kai)")
     parser.add_argument(
         "--phases",
-        help="which phases, in order (default: none,null,kai and base with --base-tree)",
+        help="which phases, in order (default: none,null,kai and base with --base-tree; "
+        "kai-python: this tree's webhook with --server-backend python)",
     )
     parser.add_argument(
         "--direct",
@@ -704,14 +706,17 @@ def main() -> int:
     if args.null_webhook:
         null_webhook(int(args.null_webhook[0]), args.null_webhook[1])
         return 0
-    known = (*PHASES, "base") if args.base_tree else PHASES
-    phases = [p for p in (args.phases or ",".join(known)).split(",") if p]
+    known = (*PHASES, "kai-python", *(("base",) if args.base_tree else ()))
+    default = (*PHASES, "base") if args.base_tree else PHASES
+    phases = [p for p in (args.phases or ",".join(default)).split(",") if p]
     unknown = set(phases) - set(known)
     if unknown:
         parser.error(f"--phases: unknown {sorted(unknown)}; choose from {', '.join(known)}")
     if args.base_tree and not (Path(args.base_tree) / "controllers" / "kai").is_dir():
         parser.error(f"--base-tree {args.base_tree}: no controllers/kai in it")
 
+    # a SIGTERM (e.g. from `timeout`) still stops the webhooks and removes the configurations
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     sys.path.insert(0, str(ROOT / "controllers"))
     from kai.kube.client import Kube
     from kai.webhooks.app import free_port
@@ -730,17 +735,21 @@ def main() -> int:
         # kai webhook as in a cluster, but registered by this script (like the null one), with
         # the certificate of --cert-dir: every webhook gets the same configurations
         trees = {"kai": ROOT}
+        if "kai-python" in phases or (args.direct and not args.phases):
+            trees["kai-python"] = ROOT
         if args.base_tree:
             trees["base"] = Path(args.base_tree).resolve()
         ports: dict[str, tuple[int, int]] = {}  # phase -> (HTTPS port, metrics port)
         for phase, tree in trees.items():
             ports[phase] = free_port(), free_port()
+            backend = ("--server-backend", "python") if phase == "kai-python" else ()
             procs[phase] = _spawn(
                 [
                     *(sys.executable, "-m", "kai.cli", "webhook"),
                     *("--kubeconfig", str(kubeconfig), "--host", "127.0.0.1"),
                     *("--port", str(ports[phase][0]), "--metrics-port", str(ports[phase][1])),
                     *("--cert-dir", str(tmp / "certs"), "--log-level", "WARNING"),
+                    *backend,
                 ],
                 tmp / f"{phase}-webhook.log",
                 {**env, "PYTHONPATH": str(tree / "controllers")},
@@ -777,7 +786,7 @@ def main() -> int:
             print("| round | webhook | load avg | calls/s | µs CPU / call | failed |")
             print("|---:|---|---:|---:|---:|---:|")
             for round_ in range(args.repeat):
-                for phase in [p for p in ("null", "base", "kai") if p in ports]:
+                for phase in [p for p in ("null", "base", "kai-python", "kai") if p in ports]:
                     drive_direct(ports[phase][0], procs[phase].pid, 300)  # warm up
                     load = os.getloadavg()[0]
                     d = drive_direct(ports[phase][0], procs[phase].pid, args.direct)

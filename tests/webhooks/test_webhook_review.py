@@ -92,3 +92,17 @@ def test_json_patch_appends_to_a_list_that_only_grew() -> None:
     assert json_patch({"l": [1, 2]}, {"l": [0, 1, 2]}) == [
         {"op": "replace", "path": "/l", "value": [0, 1, 2]}
     ]
+
+
+def test_json_patch_changes_a_container_in_place_not_the_whole_list() -> None:
+    main = {"name": "main", "image": "busybox", "volumeMounts": [{"name": "token"}]}
+    side = {"name": "side", "image": "envoy"}
+    before = {"spec": {"containers": [main, side]}}
+    after = {"spec": {"containers": [{**main, "env": [{"name": "E"}]}, side]}}
+    ops = json_patch(before, after)
+    assert ops == [{"op": "add", "path": "/spec/containers/0/env", "value": [{"name": "E"}]}]
+    assert apply_patch(copy.deepcopy(before), ops) == after
+    # a changed item that is not a mapping: the list is replaced whole
+    assert json_patch({"l": [1, {"a": 1}]}, {"l": [2, {"a": 2}]}) == [
+        {"op": "replace", "path": "/l", "value": [2, {"a": 2}]}
+    ]

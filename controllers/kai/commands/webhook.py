@@ -88,7 +88,18 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="set this runtimeClassName on GPU pods that have none, e.g. nvidia (default: off)",
     )
     parser.add_argument(
-        "--workers", type=int, default=64, help="connections served at once (default: 64)"
+        "--workers",
+        type=int,
+        default=64,
+        help="threads for calls that read the cluster live; with --server-backend python also "
+        "connections served at once (default: 64)",
+    )
+    parser.add_argument(
+        "--server-backend",
+        choices=("granian", "python"),
+        default="granian",
+        help="the HTTPS layer: granian (TLS and HTTP/2 in Rust) or python (ssl and h2, the "
+        "fallback) (default: granian)",
     )
     from kai.commands._logs import add_logging_options
 
@@ -148,6 +159,7 @@ def _options(args: argparse.Namespace) -> object:
         scheduler_name=args.scheduler_name,
         gpu_runtime_class=args.gpu_runtime_class,
         workers=args.workers,
+        server_backend=args.server_backend,
     )
 
 

@@ -27,6 +27,7 @@ from kai.metrics import MetricsServer
 from kai.webhooks import registration
 from kai.webhooks.cert_manager import FileCerts, SecretCerts
 from kai.webhooks.cluster import ClusterView
+from kai.webhooks.granian_server import GranianAdmissionServer
 from kai.webhooks.podgroups import PodGroupValidator
 from kai.webhooks.pods import PodMutator, PodValidator
 from kai.webhooks.policies import PolicyValidator
@@ -51,6 +52,13 @@ class Options:
     gpu_runtime_class: str = ""
     workers: int = 64
     publish_delay: float = 10.0
+    server_backend: str = "granian"
+
+
+#: ``--server-backend``: the HTTPS layer. granian (Rust: TLS and HTTP/2 compiled) is the
+#: default; python (ssl + h2, :mod:`kai.webhooks.server`) needs no compiled package beyond
+#: Python's own and is kept as the fallback.
+SERVER_BACKENDS = ("granian", "python")
 
 
 def serving_hosts(opts: Options) -> list[str]:
@@ -92,9 +100,18 @@ class WebhookApp:
         )
         routes["/validate/pods"] = ("pods.validate", pod_validator, pod_validator.from_cache)
         routes["/mutate/pods"] = ("pods.mutate", pod_mutator, pod_mutator)
-        self.server = AdmissionServer(
-            routes, port=opts.port, host=opts.host, workers=opts.workers, metrics=self.metrics
-        )
+        self.server: AdmissionServer | GranianAdmissionServer
+        if opts.server_backend == "granian":
+            self.server = GranianAdmissionServer(
+                routes, port=opts.port, host=opts.host, workers=opts.workers, metrics=self.metrics
+            )
+        elif opts.server_backend == "python":
+            self.server = AdmissionServer(
+                routes, port=opts.port, host=opts.host, workers=opts.workers, metrics=self.metrics
+            )
+        else:
+            choices = ", ".join(SERVER_BACKENDS)
+            raise ValueError(f"server backend {opts.server_backend!r}: choose one of {choices}")
         self.certs: SecretCerts | FileCerts
         if opts.cert_dir:
             self.certs = FileCerts(opts.cert_dir, on_change=self._serve_certificate)

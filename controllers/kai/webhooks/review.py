@@ -142,9 +142,13 @@ def json_patch(before: Any, after: Any, path: list[str] | None = None) -> list[d
     """RFC 6902 operations turning ``before`` into ``after``.
 
     Mappings are compared key by key; a list that only grew at its end gets its new items
-    appended (``/-``); any other changed list or scalar is replaced whole (simple, and exact
-    whatever another webhook did to the list before us). Values are shared with
-    ``after``, not copied: serialise the patch before changing ``after``.
+    appended (``/-``); a list of the same length whose changed items are all mappings (a
+    container given its env) is patched inside those items, by index; any other changed list
+    or scalar is replaced whole. Indexes are exact: the API server applies the patch to the
+    very object it sent, whatever other webhooks did before. The patch stays small, so the API
+    server decodes and applies little (replacing ``/spec/containers`` whole for one container's
+    env would send the pod's containers back). Values are shared with ``after``, not copied:
+    serialise the patch before changing ``after``.
     """
     path = path or []
     if isinstance(before, dict) and isinstance(after, dict):
@@ -169,4 +173,11 @@ def json_patch(before: Any, after: Any, path: list[str] | None = None) -> list[d
         # items appended (a volume, an envFrom): only those, not the whole list again
         end = _pointer([*path, "-"])
         return [{"op": "add", "path": end, "value": value} for value in after[len(before) :]]
+    if isinstance(before, list) and isinstance(after, list) and len(before) == len(after):
+        changed = [i for i, (b, a) in enumerate(zip(before, after, strict=True)) if b != a]
+        if all(isinstance(before[i], dict) and isinstance(after[i], dict) for i in changed):
+            out: list[dict[str, Any]] = []
+            for i in changed:
+                out.extend(json_patch(before[i], after[i], [*path, str(i)]))
+            return out
     return [{"op": "replace", "path": _pointer(path), "value": after}]

@@ -104,8 +104,99 @@ def _context(cert: bytes, key: bytes) -> ssl.SSLContext:
     return ctx
 
 
-class AdmissionServer:
-    """Routes ``POST /<path>`` to a handler; see the module docstring."""
+class Admission:
+    """Routes ``POST /<path>`` to a handler and counts the answers: what every transport
+    (this module's :class:`AdmissionServer`, :mod:`kai.webhooks.granian_server`) shares."""
+
+    def __init__(self, routes: dict[str, Route], metrics: WebhookMetrics | None = None) -> None:
+        # path -> (webhook name for metrics, handler, inline handler or None)
+        self.routes: dict[str, tuple[str, Handler, InlineHandler | None]] = {
+            path: (route[0], route[1], route[2] if len(route) > 2 else None)
+            for path, route in routes.items()
+        }
+        self.metrics = metrics or WebhookMetrics()
+
+    def _observe_certificate(self, cert: bytes) -> None:
+        from kai.webhooks.certs import not_after
+
+        expiry = not_after(cert)
+        if expiry is not None:
+            self.metrics.cert_expiry.set(expiry.timestamp())
+
+    # -- one request -------------------------------------------------------------------------
+    def answer(self, target: str, body: bytes) -> tuple[int, bytes, str]:
+        """The HTTP status, body and content type answering ``POST target`` with ``body``."""
+        start = time.perf_counter()
+        path = target.split("?", 1)[0]
+        route = self.routes.get(path)
+        if route is None:
+            return 404, f"no webhook at {path}\n".encode(), "text/plain"
+        webhook, handler, _inline = route
+        try:
+            request = parse(body)
+        except ReviewError as exc:
+            self.metrics.observe(webhook, "error", (time.perf_counter() - start) * 1000)
+            return 400, f"{exc}\n".encode(), "text/plain"
+        try:
+            verdict = handler(request)
+        except Exception as exc:
+            return self._failed(webhook, request, exc, start)
+        return self._finish(webhook, request, verdict, start)
+
+    def answer_inline(self, target: str, body: bytes) -> tuple[int, bytes, str] | None:
+        """The answer of a route's inline handler (from memory, on the caller's thread), or
+        None when the route has none or it needs more: then :meth:`answer` is the way (on a
+        pool worker, so that a live read never holds up the caller's other requests)."""
+        start = time.perf_counter()
+        route = self.routes.get(target.split("?", 1)[0])
+        if route is None or route[2] is None:
+            return None
+        webhook, _handler, inline = route
+        try:
+            request = parse(body)
+        except ReviewError:
+            return None  # answer() says why, and counts it
+        try:
+            verdict = inline(request)  # type: ignore[misc]
+        except Exception as exc:
+            return self._failed(webhook, request, exc, start)
+        if verdict is None:
+            return None
+        return self._finish(webhook, request, verdict, start)
+
+    def _failed(
+        self, webhook: str, request: Request, exc: Exception, start: float
+    ) -> tuple[int, bytes, str]:
+        # an answer, not a broken connection: the API server shows the message
+        log.exception("%s: internal error on %s", webhook, request.label)
+        verdict = Verdict.deny(
+            f"internal error in the kai webhook {webhook}: {type(exc).__name__}: {exc}",
+            code=500,
+        )
+        verdict.reason = "InternalError"
+        return self._finish(webhook, request, verdict, start, outcome="error")
+
+    def _finish(
+        self,
+        webhook: str,
+        request: Request,
+        verdict: Verdict,
+        start: float,
+        outcome: str | None = None,
+    ) -> tuple[int, bytes, str]:
+        data = answer(request.uid, verdict)
+        self.metrics.observe(
+            webhook, outcome or verdict.outcome, (time.perf_counter() - start) * 1000
+        )
+        if not verdict.allowed:
+            log.info(
+                "%s: denied %s %s: %s", webhook, request.operation, request.label, verdict.message
+            )
+        return 200, data, "application/json"
+
+
+class AdmissionServer(Admission):
+    """The threaded TLS server of the module docstring (ssl + h2, pure Python)."""
 
     def __init__(
         self,
@@ -117,12 +208,7 @@ class AdmissionServer:
         stream_workers: int = 16,
         metrics: WebhookMetrics | None = None,
     ) -> None:
-        # path -> (webhook name for metrics, handler, inline handler or None)
-        self.routes: dict[str, tuple[str, Handler, InlineHandler | None]] = {
-            path: (route[0], route[1], route[2] if len(route) > 2 else None)
-            for path, route in routes.items()
-        }
-        self.metrics = metrics or WebhookMetrics()
+        super().__init__(routes, metrics)
         self._ctx: ssl.SSLContext | None = None
         # connections (one worker each, for its lifetime) and the requests of HTTP/2 streams
         # (answered concurrently, so that a slow answer never holds up the others on the
@@ -143,11 +229,7 @@ class AdmissionServer:
     def set_certificate(self, cert: bytes, key: bytes) -> None:
         """Serve ``cert`` from the next handshake on (connections already open keep theirs)."""
         self._ctx = _context(cert, key)
-        from kai.webhooks.certs import not_after
-
-        expiry = not_after(cert)
-        if expiry is not None:
-            self.metrics.cert_expiry.set(expiry.timestamp())
+        self._observe_certificate(cert)
 
     @property
     def has_certificate(self) -> bool:
@@ -283,74 +365,3 @@ class AdmissionServer:
             f"Content-Length: {len(body)}\r\n" + ("Connection: close\r\n" if close else "") + "\r\n"
         )
         conn.sendall(head.encode("latin-1") + body)
-
-    # -- one request -------------------------------------------------------------------------
-    def answer(self, target: str, body: bytes) -> tuple[int, bytes, str]:
-        """The HTTP status, body and content type answering ``POST target`` with ``body``."""
-        start = time.perf_counter()
-        path = target.split("?", 1)[0]
-        route = self.routes.get(path)
-        if route is None:
-            return 404, f"no webhook at {path}\n".encode(), "text/plain"
-        webhook, handler, _inline = route
-        try:
-            request = parse(body)
-        except ReviewError as exc:
-            self.metrics.observe(webhook, "error", (time.perf_counter() - start) * 1000)
-            return 400, f"{exc}\n".encode(), "text/plain"
-        try:
-            verdict = handler(request)
-        except Exception as exc:
-            return self._failed(webhook, request, exc, start)
-        return self._finish(webhook, request, verdict, start)
-
-    def answer_inline(self, target: str, body: bytes) -> tuple[int, bytes, str] | None:
-        """The answer of a route's inline handler (from memory, on the caller's thread), or
-        None when the route has none or it needs more: then :meth:`answer` is the way (on a
-        pool worker, so that a live read never holds up the caller's other requests)."""
-        start = time.perf_counter()
-        route = self.routes.get(target.split("?", 1)[0])
-        if route is None or route[2] is None:
-            return None
-        webhook, _handler, inline = route
-        try:
-            request = parse(body)
-        except ReviewError:
-            return None  # answer() says why, and counts it
-        try:
-            verdict = inline(request)  # type: ignore[misc]
-        except Exception as exc:
-            return self._failed(webhook, request, exc, start)
-        if verdict is None:
-            return None
-        return self._finish(webhook, request, verdict, start)
-
-    def _failed(
-        self, webhook: str, request: Request, exc: Exception, start: float
-    ) -> tuple[int, bytes, str]:
-        # an answer, not a broken connection: the API server shows the message
-        log.exception("%s: internal error on %s", webhook, request.label)
-        verdict = Verdict.deny(
-            f"internal error in the kai webhook {webhook}: {type(exc).__name__}: {exc}",
-            code=500,
-        )
-        verdict.reason = "InternalError"
-        return self._finish(webhook, request, verdict, start, outcome="error")
-
-    def _finish(
-        self,
-        webhook: str,
-        request: Request,
-        verdict: Verdict,
-        start: float,
-        outcome: str | None = None,
-    ) -> tuple[int, bytes, str]:
-        data = answer(request.uid, verdict)
-        self.metrics.observe(
-            webhook, outcome or verdict.outcome, (time.perf_counter() - start) * 1000
-        )
-        if not verdict.allowed:
-            log.info(
-                "%s: denied %s %s: %s", webhook, request.operation, request.label, verdict.message
-            )
-        return 200, data, "application/json"
