@@ -406,6 +406,10 @@ class System:
             gqueues, gtrees = ginformers["queues"], ginformers["queuetrees"]
         else:
             kube = self._kube()
+        # one writer at a time: with several replicas only the Lease holder groups pods (the
+        # Lease is sought while the informers list)
+        elector = self._elector(kube, "kai-podgrouper", "kai-podgrouper")
+        if self._shared is None:
             ginformers = InformerSet(kube)
             gpods = ginformers.add(
                 "pods", PODS, field_selector=f"spec.schedulerName={o.scheduler_name}"
@@ -433,6 +437,7 @@ class System:
             queues=gqueues,
             default_priorities=o.default_priorities,
             queue_trees=gtrees,
+            is_leader=(lambda: elector.is_leader) if elector else None,
         ).start()
         self.stoppers.append(self.grouper.stop)
         self.informers["podgrouper"] = ginformers
