@@ -312,8 +312,8 @@ class Session:
                     gpu = task.spec.gpu
                     if gpu.fraction is None and gpu.memory_mib is None and not gpu.mig:
                         # (``queue_vector`` of whole GPUs: no device memory to look up)
-                        spec = task.spec
-                        vec = (float(gpu.whole), spec.cpu_millis, spec.memory_bytes)
+                        task_spec = task.spec
+                        vec = (float(gpu.whole), task_spec.cpu_millis, task_spec.memory_bytes)
                     else:
                         vec = self.queue_vector(task, task.node)
                     _add(alloc, vec)
