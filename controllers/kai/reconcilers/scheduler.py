@@ -108,6 +108,16 @@ def is_stale(job: JobSpec, statuses: Mapping[str, TaskStatus]) -> bool:
         return False
     if not any(s in ACTIVE_ALLOCATED_STATUSES for s in statuses.values()):
         return False
+    if not job.subgroups:  # one PodSet under the root: the tree's answer without the tree
+        active = sum(
+            1
+            for task in job.tasks
+            if (task.subgroup or DEFAULT_PODSET) == DEFAULT_PODSET
+            and statuses[task.uid] in ACTIVE_ALLOCATED_STATUSES
+        )
+        minimum = 1 if job.min_available is None else job.min_available
+        threshold = 1 if job.min_subgroup is None else job.min_subgroup
+        return int(active >= minimum) < threshold
     root, podsets = build_subgroup_tree(job)
     for task in job.tasks:
         podset = podsets.get(task.subgroup or DEFAULT_PODSET)
@@ -968,9 +978,10 @@ class Scheduler:
 
     # -- metrics -------------------------------------------------------------------------
     def _action_metrics(self, result: SessionResult, acted: dict[str, frozenset[str]]) -> None:
+        touched = frozenset().union(*acted.values())  # only these can be credited
         placed_jobs = {
             job
-            for job, tasks in self._jobs_of(result).items()
+            for job, tasks in self._jobs_of(result, touched).items()
             if any(result.tasks[t].status in ACTIVE_ALLOCATED_STATUSES for t in tasks)
         }
         credited: set[str] = set()
@@ -982,13 +993,15 @@ class Scheduler:
                 self.metrics.scheduled.inc(len(newly), {"action": action})
                 credited |= newly
 
-    def _jobs_of(self, result: SessionResult) -> dict[str, list[str]]:
+    def _jobs_of(self, result: SessionResult, uids: frozenset[str]) -> dict[str, list[str]]:
+        """The tasks of the last cycle's jobs named in ``uids``, per job uid."""
         built = self.last_built
-        if built is None:
+        if built is None or not uids:
             return {}
         return {
             job.uid: [t.uid for t in job.tasks if t.uid in result.tasks]
             for job in built.snapshot.jobs
+            if job.uid in uids
         }
 
     def _queue_metrics(self, built: BuiltSnapshot, result: SessionResult) -> None:

@@ -12,6 +12,8 @@ import gc
 import time
 from collections.abc import Callable, Sequence
 
+import numpy as np
+
 from kai.api.gpu_request import mig_profile_gpus, queue_gpus
 from kai.scheduler.errors import IMPLEMENTED_ACTIONS, SnapshotError, UnsupportedActionError
 from kai.scheduler.fairshare.proportion import Proportion
@@ -19,17 +21,17 @@ from kai.scheduler.fairshare.resources import Vector
 from kai.scheduler.framework import Registry
 from kai.scheduler.gpu_sharing import new_device_id
 from kai.scheduler.host_ports import HostPorts
-from kai.scheduler.jobs import ACTIVE, JobInfo, TaskInfo, build_subgroup_tree
+from kai.scheduler.jobs import ACTIVE, JobInfo, SubGroupSet, TaskInfo, build_subgroup_tree
 from kai.scheduler.nodes import NodeTable
 from kai.scheduler.ordering import task_order_key
 from kai.scheduler.placement import PlacementEngine, shared_memory
 from kai.scheduler.plugins.registry import DEFAULT_REGISTRY
 from kai.scheduler.pod_affinity import PlacedPods
 from kai.scheduler.queues import QueueTree
-from kai.scheduler.resource_layout import ResourceLayout
+from kai.scheduler.resource_layout import FloatArray, ResourceLayout
 from kai.scheduler.result import Reason, SessionResult
 from kai.scheduler.search_cache import SearchCache
-from kai.scheduler.snapshot import PLACED_STATUSES, Snapshot, TaskSpec, TaskStatus
+from kai.scheduler.snapshot import PLACED_STATUSES, JobSpec, Snapshot, TaskSpec, TaskStatus
 from kai.scheduler.statement import Operation
 
 QUEUE_DOES_NOT_EXIST = "QueueDoesNotExist"
@@ -70,7 +72,9 @@ def run_session(
             ACTIONS[name](session)
             elapsed = time.perf_counter() - started
             on_action(name, elapsed, frozenset(j.uid for j in session.job_changes[seen:]))
-        return build_result(session)
+        result = build_result(session)
+        session.close()
+        return result
     finally:
         if collecting:
             gc.enable()
@@ -118,43 +122,75 @@ class Session:
         self.proportion = self._build_proportion()
         self.engine = PlacementEngine(self, self.registry)
 
+    def close(self) -> None:
+        """Drop the session's state, breaking its reference cycles (job <-> task <-> PodSet
+        <-> SubGroupSet, the session <-> its engine, caches and statements) so that reference
+        counting frees it at once. Otherwise the cyclic collector, paused during the session,
+        finds a few objects per task to walk and free at its next run: measured 0.15 s of CPU
+        per cycle at 10,000 running tasks, about a quarter of a live cycle. The session cannot
+        be used afterwards."""
+        for job in self.jobs:
+            job.tasks.clear()
+            stack: list[SubGroupSet] = [job.root]
+            while stack:
+                group = stack.pop()
+                for child in group.children:
+                    child.parent = None
+                    if isinstance(child, SubGroupSet):
+                        stack.append(child)
+                    else:
+                        child.tasks.clear()
+                group.children.clear()
+        self.__dict__.clear()
+
     # ------------------------------------------------------------------ building
     def _build_jobs(self) -> None:
         uids: set[str] = set()
-        for spec in sorted(self.snapshot.jobs, key=lambda j: j.uid):
+        tasks = self.tasks
+        task_vector = self.layout.task_vector
+        problems: dict[str, str | None] = {}  # per queue name (the tree is fixed)
+        for spec in sorted(self.snapshot.jobs, key=_uid):
             if spec.uid in uids:
                 raise SnapshotError(f"job {spec.uid!r} appears twice in the snapshot")
             uids.add(spec.uid)
             root, podsets = build_subgroup_tree(spec)
             job = JobInfo(spec, root, podsets)
-            problem = self.queue_tree.job_queue_problem(spec.queue)
+            queue = spec.queue
+            if queue in problems:
+                problem = problems[queue]
+            else:
+                problem = problems[queue] = self.queue_tree.job_queue_problem(queue)
             if problem is not None:
                 job.queue_ok = False
                 self.job_reasons[spec.uid] = [
-                    Reason(QUEUE_DOES_NOT_EXIST, problem, {"queue": spec.queue})
+                    Reason(QUEUE_DOES_NOT_EXIST, problem, {"queue": queue})
                 ]
             lost: list[str] = []
-            for order_key, task_spec in sorted(
-                ((task_order_key(t), t) for t in spec.tasks), key=lambda pair: pair[0]
-            ):
-                if task_spec.uid in self.tasks:
+            specs = spec.tasks
+            if len(specs) == 1:  # (most jobs: nothing to sort)
+                ordered = [(task_order_key(specs[0]), specs[0])]
+            else:
+                ordered = sorted(((task_order_key(t), t) for t in specs), key=_first)
+            for order_key, task_spec in ordered:
+                if task_spec.uid in tasks:
                     raise SnapshotError(f"task {task_spec.uid!r} appears twice in the snapshot")
-                leaf = task_spec.subgroup or "default"
-                podset = podsets.get(leaf)
+                podset = podsets.get(task_spec.subgroup or "default")
                 if podset is None:
                     lost.append(task_spec.name)
                     continue
                 task = TaskInfo(
-                    spec=task_spec,
-                    job=job,
-                    podset=podset,
-                    request=self.layout.task_vector(task_spec),
-                    status=task_spec.status,
-                    order_key=order_key,
+                    task_spec,
+                    job,
+                    podset,
+                    task_vector(task_spec),
+                    task_spec.status,
+                    -1,
+                    (),
+                    order_key,
                 )
                 podset.tasks.append(task)
                 job.tasks.append(task)
-                self.tasks[task_spec.uid] = task
+                tasks[task_spec.uid] = task
             if lost:
                 self.job_reasons.setdefault(spec.uid, []).append(
                     Reason(
@@ -167,33 +203,88 @@ class Session:
             self.jobs.append(job)
 
     def _place_initial_tasks(self) -> None:
+        """Charge every placed task of the snapshot to its node. What ``_move`` would do task by
+        task, with the node charges of whole-GPU (and CPU-only) tasks summed per node in one
+        numpy pass: ``ufunc.at`` applies them in task order, so every node's figures are the
+        very floats the task-by-task charges give."""
         nodes = self.nodes
+        index = nodes.index
+        original = self.original
+        job_changes = self.job_changes
+        # tasks whose move is more than a node charge: shared devices, pod affinity, host ports
+        simple = not (
+            self.uses_pod_affinity or self.uses_preferred_pod_affinity or self.uses_host_ports
+        )
+        holding_rows: list[int] = []  # idle -= request
+        releasing_rows: list[int] = []  # releasing += request (Releasing: idle -= it as well)
+        pipelined_rows: list[int] = []  # releasing -= request
+        holding_reqs: list[FloatArray] = []
+        releasing_reqs: list[FloatArray] = []
+        pipelined_reqs: list[FloatArray] = []
         for task in self.tasks.values():
             spec = task.spec
             status = task.status
             if status not in PLACED_STATUSES:
                 task.podset.count(status, +1)
-                self.original[task.uid] = (status, -1, ())
+                original[task.uid] = (status, -1, ())
                 continue
-            if spec.node is None or spec.node not in nodes.index:
+            if spec.node is None or spec.node not in index:
                 raise SnapshotError(
                     f"task {spec.uid!r} is {status.value} on node {spec.node!r}, which is not in "
                     "the snapshot"
                 )
-            node = nodes.index[spec.node]
+            node = index[spec.node]
             groups = tuple(spec.gpu_groups)
-            if spec.gpu.is_shared and len(groups) < spec.gpu.num_devices:
-                taken = set(nodes.devices[node]) | set(groups)
-                extra = list(groups)
-                while len(extra) < spec.gpu.num_devices:
-                    device_id = new_device_id(spec.node, taken)
-                    taken.add(device_id)
-                    extra.append(device_id)
-                groups = tuple(extra)
-            task.status = TaskStatus.PENDING  # charged below from a clean state
-            task.podset.count(TaskStatus.PENDING, +1)
-            self._move(task, status, node, groups, account_queues=False)
-            self.original[task.uid] = (status, node, groups)
+            if not simple or spec.gpu.is_shared:
+                # the charges so far first: every row sees its charges in task order
+                self._charge_rows(nodes.idle, holding_rows, holding_reqs, np.subtract)
+                self._charge_rows(nodes.releasing, releasing_rows, releasing_reqs, np.add)
+                self._charge_rows(nodes.releasing, pipelined_rows, pipelined_reqs, np.subtract)
+                if spec.gpu.is_shared and len(groups) < spec.gpu.num_devices:
+                    taken = set(nodes.devices[node]) | set(groups)
+                    extra = list(groups)
+                    while len(extra) < spec.gpu.num_devices:
+                        device_id = new_device_id(spec.node, taken)
+                        taken.add(device_id)
+                        extra.append(device_id)
+                    groups = tuple(extra)
+                task.status = TaskStatus.PENDING  # charged below from a clean state
+                task.podset.count(TaskStatus.PENDING, +1)
+                self._move(task, status, node, groups, account_queues=False)
+                original[task.uid] = (status, node, groups)
+                continue
+            # ``_move`` from a clean Pending state, the node charge deferred
+            job = task.job
+            job.version += 1
+            job_changes.append(job)
+            task.podset.count(status, +1)
+            task.node, task.gpu_groups = node, groups
+            request = task.request
+            if status is TaskStatus.PIPELINED:
+                pipelined_rows.append(node)
+                pipelined_reqs.append(request)
+            else:
+                holding_rows.append(node)
+                holding_reqs.append(request)
+                if status is TaskStatus.RELEASING:
+                    releasing_rows.append(node)
+                    releasing_reqs.append(request)
+            original[task.uid] = (status, node, groups)
+        self._charge_rows(nodes.idle, holding_rows, holding_reqs, np.subtract)
+        self._charge_rows(nodes.releasing, releasing_rows, releasing_reqs, np.add)
+        self._charge_rows(nodes.releasing, pipelined_rows, pipelined_reqs, np.subtract)
+
+    def _charge_rows(
+        self, table: FloatArray, rows: list[int], requests: list[FloatArray], op: np.ufunc
+    ) -> None:
+        """``op`` each request into its row of ``table``, in list order (as ``NodeTable.charge``
+        one at a time), log the rows as touched and empty both lists."""
+        if not rows:
+            return
+        op.at(table, np.array(rows, dtype=np.intp), np.stack(requests))
+        self.nodes.touched.extend(rows)
+        rows.clear()
+        requests.clear()
 
     def _build_proportion(self) -> Proportion:
         valid = [info.spec for info in self.queue_tree.queues.values()]
@@ -218,7 +309,13 @@ class Session:
             alloc_np = allocated_np.setdefault(job.queue, [0.0, 0.0, 0.0])
             for task in job.tasks:
                 if task.status in ACTIVE:
-                    vec = self.queue_vector(task, task.node)
+                    gpu = task.spec.gpu
+                    if gpu.fraction is None and gpu.memory_mib is None and not gpu.mig:
+                        # (``queue_vector`` of whole GPUs: no device memory to look up)
+                        task_spec = task.spec
+                        vec = (float(gpu.whole), task_spec.cpu_millis, task_spec.memory_bytes)
+                    else:
+                        vec = self.queue_vector(task, task.node)
                     _add(alloc, vec)
                     _add(req, vec)
                     if not job.preemptible:
@@ -316,6 +413,14 @@ class Session:
 
     def clear_reasons(self, job: JobInfo) -> None:
         self.job_reasons.pop(job.uid, None)
+
+
+def _uid(job: JobSpec) -> str:
+    return job.uid
+
+
+def _first(pair: tuple[tuple[object, ...], TaskSpec]) -> tuple[object, ...]:
+    return pair[0]
 
 
 def _add(total: list[float], vec: Vector) -> None:

@@ -30,11 +30,11 @@ def grace_period(session: Session, job: JobInfo) -> float:
 
 
 def is_stale(job: JobInfo) -> bool:
+    if job.gang_satisfied:  # (the cheap test first: most jobs are not stale)
+        return False
     if any(t.status is TaskStatus.SUCCEEDED for t in job.tasks):
         return False
-    if not any(t.status in ACTIVE for t in job.tasks):
-        return False
-    return not job.gang_satisfied
+    return any(t.status in ACTIVE for t in job.tasks)
 
 
 def stale_for(session: Session, job: JobInfo) -> float:
