@@ -162,6 +162,8 @@ class Binder:
         phase = (br.get("status") or {}).get("phase")
         if phase in ("Succeeded", "Failed") or br["metadata"].get("deletionTimestamp"):
             return
+        if etype == "ADDED":
+            _trace(br["metadata"]["namespace"], br["metadata"]["name"], "seen")
         self.queue.add((br["metadata"]["namespace"], br["metadata"]["name"]))
 
     # -- one BindRequest -----------------------------------------------------------------
@@ -198,6 +200,7 @@ class Binder:
         self._waiting.pop(key, None)
         if outcome == "":
             self._set_status(br, "Succeeded", "", 0)
+            _trace(ns, name, "status written")
             self.bound += 1
             return True
         failed = int((br.get("status") or {}).get("failedAttempts") or 0) + 1
@@ -246,6 +249,7 @@ class Binder:
             waiting_or_failed = self._share_gpus(pod, spec, node)
             if waiting_or_failed != "":
                 return waiting_or_failed
+            _trace(ns, pod_name, "groups shared")
         if pod_claims(pod.get("spec") or {}, pod_name):
             failed = select_node(self.kube, pod, node)  # a provisioner waits for the node
             if failed:
@@ -272,6 +276,7 @@ class Binder:
             if uuid is None:
                 return None
             uuids.append(uuid)
+        _trace(pod["metadata"]["namespace"], pod["metadata"]["name"], "uuids known")
         labels = group_labels(groups)
         pod = patch_if_changed(self.kube, PODS, pod, {"metadata": {"labels": labels}}) or pod
         portion = str((spec.get("receivedGPU") or {}).get("portion") or "")
@@ -292,6 +297,7 @@ class Binder:
             if exc.status in (404, 422) or (exc.status == 409 and "being deleted" in exc.message):
                 return f"BindingError: {exc.message or exc}"
             raise
+        _trace(ns, pod_name, "bound")
         return ""
 
     # -- GPU sharing ---------------------------------------------------------------------
@@ -374,6 +380,7 @@ class Binder:
                 if self.reservation_runtime_class:
                     body["spec"]["runtimeClassName"] = self.reservation_runtime_class
                 pod, _ = create_or_get(self.kube, PODS, body)
+                _trace(RESERVATION_NAMESPACE, name, "reservation created")
             if (pod.get("spec") or {}).get("nodeName") != node:
                 raise ApiError(
                     409,
@@ -427,6 +434,14 @@ class Binder:
         """A pod of a GPU group finished or went away: check its group at once."""
         md = pod.get("metadata") or {}
         if md.get("namespace") == RESERVATION_NAMESPACE:
+            if (
+                log.isEnabledFor(logging.DEBUG)
+                and (md.get("annotations") or {}).get(GPU_INDEX_ANNOTATION)
+                and not ((old or {}).get("metadata", {}).get("annotations") or {}).get(
+                    GPU_INDEX_ANNOTATION
+                )
+            ):
+                _trace(RESERVATION_NAMESPACE, md.get("name", ""), "uuid published")
             if etype == "DELETED" and self._deleted.get(md.get("name", "")) == md.get("uid"):
                 self._deleted.pop(md["name"], None)  # the cache has caught up
             return
@@ -607,6 +622,13 @@ class Binder:
                 "adopted GPU groups: %d reservations released, %d re-created", released, created
             )
         return released, created
+
+
+def _trace(ns: str, name: str, stage: str) -> None:
+    """One stage of a bind, logged at DEBUG: the fractional path's timeline (``timeline
+    <namespace>/<name> <stage>``; bench/README.md)."""
+    if log.isEnabledFor(logging.DEBUG):
+        log.debug("timeline %s/%s %s", ns, name, stage)
 
 
 def _terminal(pod: dict[str, Any]) -> bool:
