@@ -7,12 +7,15 @@ For each BindRequest not yet Succeeded or Failed:
 2. fractional GPUs: per selected GPU group, make sure the reservation pod exists
    (``kai-resource-reservation/gpu-reservation-<16 hex of sha256(node/group)>``, bound to the
    node, requesting one whole ``nvidia.com/gpu``) and wait until it publishes its GPU UUID in
-   ``run.ai/reserve_for_gpu_index``; label the pod with its group (``runai-gpu-group``, or
-   ``runai-gpu-group/<group>`` for several devices); write the GPU ConfigMaps the admission
-   webhook points the pod's containers at (``NVIDIA_VISIBLE_DEVICES``, ``GPU_PORTION``,
-   ``RUNAI_NUM_OF_GPUS``);
-3. POST ``pods/binding`` with the ``received-resource-type`` annotation;
-4. mark the BindRequest Succeeded -- or Failed with the reason and ``failedAttempts`` + 1.
+   ``run.ai/reserve_for_gpu_index`` (parked, woken by the pods watch; a reservation pod this
+   binder created is trusted until the informer shows it, never asked for again); then, all at
+   once, label the pod with its group (``runai-gpu-group``, or ``runai-gpu-group/<group>`` for
+   several devices) and write the GPU ConfigMaps the admission webhook points the pod's
+   containers at (``NVIDIA_VISIBLE_DEVICES``, ``GPU_PORTION``, ``RUNAI_NUM_OF_GPUS``);
+3. once all of those are acknowledged, POST ``pods/binding`` with the
+   ``received-resource-type`` annotation;
+4. mark the BindRequest Succeeded (off the worker) -- or Failed with the reason and
+   ``failedAttempts`` + 1.
    Transient API failures are retried with back-off first; a BindRequest with
    ``spec.backoffLimit`` is retried while ``failedAttempts < backoffLimit``. The scheduler
    deletes Failed BindRequests and places the pod again.
@@ -280,7 +283,6 @@ class Binder:
             waiting_or_failed = self._share_gpus(pod, spec, node, key)
             if waiting_or_failed != "":
                 return waiting_or_failed
-            _trace(ns, pod_name, "groups shared")
         if pod_claims(pod.get("spec") or {}, pod_name):
             failed = select_node(self.kube, pod, node)  # a provisioner waits for the node
             if failed:
@@ -404,9 +406,19 @@ class Binder:
         pod = self.pods.get(name, RESERVATION_NAMESPACE)
         with self._locks_lock:
             created = self._created.get(name)
+            if (
+                pod is not None
+                and created is not None
+                and self._deleted.get(name) == pod["metadata"].get("uid")
+            ):
+                pod = None  # the one we released, still cached: ours is the newer one
             if pod is not None or created is None:
-                if pod is not None and created is not None:
-                    del self._created[name]
+                if (
+                    pod is not None
+                    and created is not None
+                    and created[0]["metadata"].get("uid") == pod["metadata"].get("uid")
+                ):
+                    del self._created[name]  # the cache has caught up
                 return pod
             if time.monotonic() - created[1] > CREATED_TRUST:
                 del self._created[name]
@@ -465,9 +477,9 @@ class Binder:
             }
             if self.reservation_runtime_class:
                 body["spec"]["runtimeClassName"] = self.reservation_runtime_class
-            pod, _ = create_or_get(self.kube, PODS, body)
+            pod, created = create_or_get(self.kube, PODS, body)
             _trace(RESERVATION_NAMESPACE, name, "reservation created")
-            if self.pods.get(name, RESERVATION_NAMESPACE) is None:
+            if created:
                 with self._locks_lock:
                     self._created[name] = (pod, time.monotonic())
         if (pod.get("spec") or {}).get("nodeName") != node:
@@ -547,7 +559,9 @@ class Binder:
                 self._deleted.pop(name, None)  # the cache has caught up
             if name in self._created:
                 with self._locks_lock:
-                    self._created.pop(name, None)  # the cache has caught up
+                    created = self._created.get(name)
+                    if created is not None and created[0]["metadata"].get("uid") == md.get("uid"):
+                        del self._created[name]  # the cache has caught up
             if name in self._waiters and (
                 etype == "DELETED"
                 or md.get("deletionTimestamp")
