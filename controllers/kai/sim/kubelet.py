@@ -117,9 +117,7 @@ class Kubelet:
         # GPU reservation pods start on their own workers: on a real node the kubelet starts
         # every pod at once (a worker per pod) and the reservation pod's own container writes
         # its GPU UUID, so it never waits behind the status writes of other nodes' pods
-        self.reservation_pool = ThreadPoolExecutor(
-            max(1, min(8, workers)), thread_name_prefix="sim-reservation"
-        )
+        self.reservation_pool = ThreadPoolExecutor(workers, thread_name_prefix="sim-reservation")
         self._inflight: set[tuple[str, str]] = set()
         self._lock = threading.Lock()
         self._timers: list[tuple[float, str, str, str, str]] = []  # (due, kind, ns, name, uid)
