@@ -7,12 +7,15 @@ For each BindRequest not yet Succeeded or Failed:
 2. fractional GPUs: per selected GPU group, make sure the reservation pod exists
    (``kai-resource-reservation/gpu-reservation-<16 hex of sha256(node/group)>``, bound to the
    node, requesting one whole ``nvidia.com/gpu``) and wait until it publishes its GPU UUID in
-   ``run.ai/reserve_for_gpu_index``; label the pod with its group (``runai-gpu-group``, or
-   ``runai-gpu-group/<group>`` for several devices); write the GPU ConfigMaps the admission
-   webhook points the pod's containers at (``NVIDIA_VISIBLE_DEVICES``, ``GPU_PORTION``,
-   ``RUNAI_NUM_OF_GPUS``);
-3. POST ``pods/binding`` with the ``received-resource-type`` annotation;
-4. mark the BindRequest Succeeded -- or Failed with the reason and ``failedAttempts`` + 1.
+   ``run.ai/reserve_for_gpu_index`` (parked, woken by the pods watch; a reservation pod this
+   binder created is trusted until the informer shows it, never asked for again); then, all at
+   once, label the pod with its group (``runai-gpu-group``, or ``runai-gpu-group/<group>`` for
+   several devices) and write the GPU ConfigMaps the admission webhook points the pod's
+   containers at (``NVIDIA_VISIBLE_DEVICES``, ``GPU_PORTION``, ``RUNAI_NUM_OF_GPUS``);
+3. once all of those are acknowledged, POST ``pods/binding`` with the
+   ``received-resource-type`` annotation;
+4. mark the BindRequest Succeeded (off the worker) -- or Failed with the reason and
+   ``failedAttempts`` + 1.
    Transient API failures are retried with back-off first; a BindRequest with
    ``spec.backoffLimit`` is retried while ``failedAttempts < backoffLimit``. The scheduler
    deletes Failed BindRequests and places the pod again.
@@ -31,7 +34,8 @@ import hashlib
 import logging
 import threading
 import time
-from collections.abc import Hashable
+from collections.abc import Callable, Hashable
+from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any, cast
 
 from kai.kube.client import ApiError, Kube, KubeError
@@ -62,6 +66,12 @@ GPU_INDEX_ANNOTATION = "run.ai/reserve_for_gpu_index"
 SHARED_GPU_CONFIGMAP = "runai/shared-gpu-configmap"
 RESERVATION_APP = "kai-resource-reservation"
 RESERVATION_TIMEOUT = 40.0
+# a BindRequest waiting for a reservation pod's GPU UUID is woken by the pods watch; this
+# re-check is only the safety net (a missed event), and costs no request
+RESERVATION_RECHECK = 1.0
+# a reservation pod this binder created is trusted until the pods informer shows it, at most
+# this long (then the server is asked again): the informer may lag the create by seconds
+CREATED_TRUST = 30.0
 
 
 class ReservationRefused(Exception):
@@ -139,6 +149,16 @@ class Binder:
         self._wake = threading.Event()
         self._leading = False
         self._deleted: dict[str, str] = {}  # reservation pod name -> uid deleted by us
+        # reservation pods created by this binder that the informer has not shown yet:
+        # name -> (the created object, when)
+        self._created: dict[str, tuple[dict[str, Any], float]] = {}
+        # BindRequests bound by this binder whose Succeeded the informer has not shown yet
+        self._done: dict[Hashable, str | None] = {}
+        # BindRequests waiting for a reservation pod's GPU UUID: pod name -> their keys
+        self._waiters: dict[str, set[Hashable]] = {}
+        self._waiters_lock = threading.Lock()
+        # the ConfigMap writes of a fractional bind, sent next to its group-label patch
+        self._writes = ThreadPoolExecutor(2 * max(1, workers), thread_name_prefix="binder-write")
         bind_requests.add_handler(self._on_br)
         bind_requests.add_handler(self._on_br_gone)
         pods.add_handler(self._on_pod)
@@ -155,13 +175,19 @@ class Binder:
         self._wake.set()
         self.queue.stop()
         self._gc_thread.join(timeout=10)
+        self._writes.shutdown(wait=True, cancel_futures=True)
 
     def _on_br(self, etype: str, br: dict[str, Any], old: dict[str, Any] | None) -> None:
-        if etype == "DELETED":
-            return
         phase = (br.get("status") or {}).get("phase")
-        if phase in ("Succeeded", "Failed") or br["metadata"].get("deletionTimestamp"):
+        if etype == "DELETED" or phase in ("Succeeded", "Failed"):
+            if self._done:
+                with self._locks_lock:  # the cache has caught up with our status write
+                    self._done.pop((br["metadata"]["namespace"], br["metadata"]["name"]), None)
             return
+        if br["metadata"].get("deletionTimestamp"):
+            return
+        if etype == "ADDED":
+            _trace(br["metadata"]["namespace"], br["metadata"]["name"], "seen")
         self.queue.add((br["metadata"]["namespace"], br["metadata"]["name"]))
 
     # -- one BindRequest -----------------------------------------------------------------
@@ -174,10 +200,12 @@ class Binder:
         if br is None or not bind_request_live(br):
             self._waiting.pop(key, None)
             return True
-        if (br.get("status") or {}).get("phase") == "Succeeded":
+        if (br.get("status") or {}).get("phase") == "Succeeded" or (
+            self._done.get(key) == br["metadata"].get("uid")  # bound by us, status on its way
+        ):
             return True
         try:
-            outcome = self._bind(br)
+            outcome = self._bind(br, key)
         except KubeError as exc:
             from kai.kube.writes import is_transient
 
@@ -193,12 +221,17 @@ class Binder:
                     f"{RESERVATION_TIMEOUT:.0f}s"
                 )
             else:
-                self.queue.add_after(key, 0.1)
+                self.queue.add_after(key, RESERVATION_RECHECK)  # woken by the watch before
                 return True
         self._waiting.pop(key, None)
         if outcome == "":
-            self._set_status(br, "Succeeded", "", 0)
             self.bound += 1
+            with self._locks_lock:
+                self._done[key] = br["metadata"].get("uid")
+            # the pod is bound: the worker takes the next BindRequest while its status goes
+            # out (a status lost to a crash is written again by the next binder, which finds
+            # the pod on its node)
+            self._writes.submit(self._succeeded, br)
             return True
         failed = int((br.get("status") or {}).get("failedAttempts") or 0) + 1
         limit = int((br.get("spec") or {}).get("backoffLimit") or 0)
@@ -213,6 +246,10 @@ class Binder:
         self._set_status(br, "Failed", outcome, failed)
         return True
 
+    def _succeeded(self, br: dict[str, Any]) -> None:
+        self._set_status(br, "Succeeded", "", 0)
+        _trace(br["metadata"]["namespace"], br["metadata"]["name"], "status written")
+
     def _set_status(self, br: dict[str, Any], phase: str, reason: str, failed: int) -> None:
         status: dict[str, Any] = {"phase": phase, "reason": reason or None}
         if failed:
@@ -222,7 +259,7 @@ class Binder:
         except KubeError as exc:
             log.warning("cannot write BindRequest %s status: %s", br["metadata"]["name"], exc)
 
-    def _bind(self, br: dict[str, Any]) -> str | None:
+    def _bind(self, br: dict[str, Any], key: Hashable = None) -> str | None:
         """'' when bound, None when waiting, else the failure reason."""
         md, spec = br["metadata"], br.get("spec") or {}
         ns = md["namespace"]
@@ -243,7 +280,7 @@ class Binder:
             return verdict
         rtype = str(spec.get("receivedResourceType") or "Regular")
         if rtype == "Fraction":
-            waiting_or_failed = self._share_gpus(pod, spec, node)
+            waiting_or_failed = self._share_gpus(pod, spec, node, key)
             if waiting_or_failed != "":
                 return waiting_or_failed
         if pod_claims(pod.get("spec") or {}, pod_name):
@@ -257,25 +294,39 @@ class Binder:
         }
         return self._post_binding(ns, pod_name, node, rtype, extra)
 
-    def _share_gpus(self, pod: dict[str, Any], spec: dict[str, Any], node: str) -> str | None:
+    def _share_gpus(
+        self, pod: dict[str, Any], spec: dict[str, Any], node: str, key: Hashable = None
+    ) -> str | None:
         """A fractional bind's GPU groups reserved, labelled on the pod and written to its
-        ConfigMaps: '' when done, None while a reservation pod starts, else the reason."""
+        ConfigMaps: '' when done, None while a reservation pod starts (``key`` is woken when
+        its GPU UUID arrives), else the reason. The label patch and both ConfigMaps are sent
+        at once: each must be there before the binding, none needs another."""
         groups = [str(g) for g in spec.get("selectedGPUGroups") or []]
         if not groups:
             return "InvalidBindRequest: Fraction without spec.selectedGPUGroups"
         uuids = []
         for group in groups:
             try:
-                uuid = self._reserve(node, group)
+                uuid = self._reserve(node, group, key)
             except ReservationRefused as exc:
                 return str(exc)
             if uuid is None:
                 return None
             uuids.append(uuid)
-        labels = group_labels(groups)
-        pod = patch_if_changed(self.kube, PODS, pod, {"metadata": {"labels": labels}}) or pod
+        md = pod["metadata"]
+        _trace(md["namespace"], md["name"], "uuids known")
         portion = str((spec.get("receivedGPU") or {}).get("portion") or "")
-        self._write_configmaps(pod, uuids, portion)
+        writes = self._configmap_writes(pod, uuids, portion)
+        futures = [self._writes.submit(write) for write in writes[1:]]
+        labels = group_labels(groups)
+        _all_done(
+            [
+                lambda: patch_if_changed(self.kube, PODS, pod, {"metadata": {"labels": labels}}),
+                writes[0],
+            ],
+            futures,
+        )
+        _trace(md["namespace"], md["name"], "labelled, configmaps written")
         return ""
 
     def _post_binding(
@@ -292,6 +343,7 @@ class Binder:
             if exc.status in (404, 422) or (exc.status == 409 and "being deleted" in exc.message):
                 return f"BindingError: {exc.message or exc}"
             raise
+        _trace(ns, pod_name, "bound")
         return ""
 
     # -- GPU sharing ---------------------------------------------------------------------
@@ -320,79 +372,139 @@ class Binder:
         )
         self._namespace_ready = True
 
-    def _reserve(self, node: str, group: str) -> str | None:
-        """The GPU UUID of ``group`` on ``node``, or None while its reservation pod starts."""
+    def _reserve(self, node: str, group: str, waiter: Hashable = None) -> str | None:
+        """The GPU UUID of ``group`` on ``node``, or None while its reservation pod starts
+        (then ``waiter`` is queued again when the pods watch shows the pod change)."""
         name = reservation_pod_name(node, group)
         with self._lock(f"{node}/{group}"):
-            pod = self.pods.get(name, RESERVATION_NAMESPACE)
-            if pod is not None and (
-                pod["metadata"].get("deletionTimestamp")
-                or self._deleted.get(name) == pod["metadata"].get("uid")
-            ):
-                # released a moment ago: its device is being freed; wait until it is gone,
-                # then reserve afresh (never hand out the UUID of a pod on its way out)
-                try:
-                    live = self.kube.get(PODS, name, RESERVATION_NAMESPACE)
-                except ApiError as exc:
-                    if exc.status != 404:
-                        raise
-                    live = None
-                if live is not None and (
-                    live["metadata"].get("deletionTimestamp")
-                    or live["metadata"].get("uid") == pod["metadata"].get("uid")
-                ):
-                    return None
-                pod = live
-            if pod is None:
-                self._ensure_namespace()
-                body: dict[str, Any] = {
-                    "apiVersion": "v1",
-                    "kind": "Pod",
-                    "metadata": {
-                        "name": name,
-                        "namespace": RESERVATION_NAMESPACE,
-                        "labels": {"app": RESERVATION_APP, GPU_GROUP_LABEL: group},
-                        "annotations": {"karpenter.sh/do-not-disrupt": "true"},
-                    },
-                    "spec": {
-                        "nodeName": node,
-                        "schedulerName": self.scheduler_name,
-                        "terminationGracePeriodSeconds": 0,
-                        "tolerations": [{"operator": "Exists"}],
-                        "containers": [
-                            {
-                                "name": "resource-reservation",
-                                "image": "ghcr.io/nvidia/kai-scheduler/resource-reservation",
-                                "resources": {
-                                    "requests": {"nvidia.com/gpu": "1"},
-                                    "limits": {"nvidia.com/gpu": "1"},
-                                },
-                            }
-                        ],
-                    },
-                }
-                if self.reservation_runtime_class:
-                    body["spec"]["runtimeClassName"] = self.reservation_runtime_class
-                pod, _ = create_or_get(self.kube, PODS, body)
-            if (pod.get("spec") or {}).get("nodeName") != node:
-                raise ApiError(
-                    409,
-                    {"reason": "Conflict", "message": f"reservation pod {name} is on another node"},
-                    "reserve",
-                )
-            status = pod.get("status") or {}
-            if status.get("phase") == "Failed":
-                # the node's kubelet refused it (OutOfnvidia.com/gpu...): release it and fail
-                # the BindRequest, so that the scheduler places the pod again
-                self._delete_reservation(pod, "refused by its node")
-                raise ReservationRefused(
-                    f"ReservationRefused: reservation pod {name} on {node}: "
-                    f"{status.get('reason') or 'Failed'}: {status.get('message') or ''}".rstrip()
-                )
-            uuid = ((pod.get("metadata") or {}).get("annotations") or {}).get(GPU_INDEX_ANNOTATION)
-            return str(uuid) if uuid else None
+            if waiter is not None:  # before reading the cache: an event from now on wakes it
+                with self._waiters_lock:
+                    self._waiters.setdefault(name, set()).add(waiter)
+            uuid = self._reserve_locked(node, group, name)
+            if uuid is not None and waiter is not None:
+                self._unpark(name, waiter)
+            return uuid
 
-    def _write_configmaps(self, pod: dict[str, Any], uuids: list[str], portion: str) -> None:
+    def _unpark(self, name: str, waiter: Hashable) -> None:
+        with self._waiters_lock:
+            waiting = self._waiters.get(name)
+            if waiting is not None:
+                waiting.discard(waiter)
+                if not waiting:
+                    del self._waiters[name]
+
+    def _wake_waiters(self, name: str) -> None:
+        with self._waiters_lock:
+            waiting = self._waiters.pop(name, None)
+        for key in waiting or ():
+            self.queue.add(key)
+
+    def _reservation_view(self, name: str) -> dict[str, Any] | None:
+        """The reservation pod as the informer has it, else as this binder created it (the
+        informer lags a create by up to seconds: asking the server again meanwhile would be a
+        refused POST and a GET per look)."""
+        pod = self.pods.get(name, RESERVATION_NAMESPACE)
+        with self._locks_lock:
+            created = self._created.get(name)
+            if (
+                pod is not None
+                and created is not None
+                and self._deleted.get(name) == pod["metadata"].get("uid")
+            ):
+                pod = None  # the one we released, still cached: ours is the newer one
+            if pod is not None or created is None:
+                if (
+                    pod is not None
+                    and created is not None
+                    and created[0]["metadata"].get("uid") == pod["metadata"].get("uid")
+                ):
+                    del self._created[name]  # the cache has caught up
+                return pod
+            if time.monotonic() - created[1] > CREATED_TRUST:
+                del self._created[name]
+                return None
+            if self._deleted.get(name) == created[0]["metadata"].get("uid"):
+                return None
+            return created[0]
+
+    def _reserve_locked(self, node: str, group: str, name: str) -> str | None:
+        pod = self._reservation_view(name)
+        if pod is not None and (
+            pod["metadata"].get("deletionTimestamp")
+            or self._deleted.get(name) == pod["metadata"].get("uid")
+        ):
+            # released a moment ago: its device is being freed; wait until it is gone,
+            # then reserve afresh (never hand out the UUID of a pod on its way out)
+            try:
+                live = self.kube.get(PODS, name, RESERVATION_NAMESPACE)
+            except ApiError as exc:
+                if exc.status != 404:
+                    raise
+                live = None
+            if live is not None and (
+                live["metadata"].get("deletionTimestamp")
+                or live["metadata"].get("uid") == pod["metadata"].get("uid")
+            ):
+                return None
+            pod = live
+        if pod is None:
+            self._ensure_namespace()
+            body: dict[str, Any] = {
+                "apiVersion": "v1",
+                "kind": "Pod",
+                "metadata": {
+                    "name": name,
+                    "namespace": RESERVATION_NAMESPACE,
+                    "labels": {"app": RESERVATION_APP, GPU_GROUP_LABEL: group},
+                    "annotations": {"karpenter.sh/do-not-disrupt": "true"},
+                },
+                "spec": {
+                    "nodeName": node,
+                    "schedulerName": self.scheduler_name,
+                    "terminationGracePeriodSeconds": 0,
+                    "tolerations": [{"operator": "Exists"}],
+                    "containers": [
+                        {
+                            "name": "resource-reservation",
+                            "image": "ghcr.io/nvidia/kai-scheduler/resource-reservation",
+                            "resources": {
+                                "requests": {"nvidia.com/gpu": "1"},
+                                "limits": {"nvidia.com/gpu": "1"},
+                            },
+                        }
+                    ],
+                },
+            }
+            if self.reservation_runtime_class:
+                body["spec"]["runtimeClassName"] = self.reservation_runtime_class
+            pod, created = create_or_get(self.kube, PODS, body)
+            _trace(RESERVATION_NAMESPACE, name, "reservation created")
+            if created:
+                with self._locks_lock:
+                    self._created[name] = (pod, time.monotonic())
+        if (pod.get("spec") or {}).get("nodeName") != node:
+            raise ApiError(
+                409,
+                {"reason": "Conflict", "message": f"reservation pod {name} is on another node"},
+                "reserve",
+            )
+        status = pod.get("status") or {}
+        if status.get("phase") == "Failed":
+            # the node's kubelet refused it (OutOfnvidia.com/gpu...): release it and fail
+            # the BindRequest, so that the scheduler places the pod again
+            self._delete_reservation(pod, "refused by its node")
+            raise ReservationRefused(
+                f"ReservationRefused: reservation pod {name} on {node}: "
+                f"{status.get('reason') or 'Failed'}: {status.get('message') or ''}".rstrip()
+            )
+        uuid = ((pod.get("metadata") or {}).get("annotations") or {}).get(GPU_INDEX_ANNOTATION)
+        return str(uuid) if uuid else None
+
+    def _configmap_writes(
+        self, pod: dict[str, Any], uuids: list[str], portion: str
+    ) -> list[Callable[[], Any]]:
+        """The two ConfigMap writes of a fractional pod, each idempotent (create, or bring an
+        existing one's data up to date)."""
         md = pod["metadata"]
         prefix = configmap_prefix(pod)
         index = shared_container_index(pod)
@@ -411,24 +523,52 @@ class Binder:
                 "blockOwnerDeletion": False,
             }
         ]
-        for name in (f"{prefix}-{index}", f"{prefix}-{index}-evar"):
+
+        def write(name: str) -> Callable[[], None]:
             body = {
                 "apiVersion": "v1",
                 "kind": "ConfigMap",
                 "metadata": {"name": name, "namespace": md["namespace"], "ownerReferences": owner},
                 "data": data,
             }
-            current, created = create_or_get(self.kube, CONFIGMAPS, body)
-            if not created:
-                patch_if_changed(self.kube, CONFIGMAPS, current, {"data": data})
+
+            def run() -> None:
+                current, created = create_or_get(self.kube, CONFIGMAPS, body)
+                if not created:
+                    patch_if_changed(self.kube, CONFIGMAPS, current, {"data": data})
+
+            return run
+
+        return [write(f"{prefix}-{index}"), write(f"{prefix}-{index}-evar")]
 
     # -- reservations: release and adoption ---------------------------------------------
     def _on_pod(self, etype: str, pod: dict[str, Any], old: dict[str, Any] | None) -> None:
         """A pod of a GPU group finished or went away: check its group at once."""
         md = pod.get("metadata") or {}
         if md.get("namespace") == RESERVATION_NAMESPACE:
-            if etype == "DELETED" and self._deleted.get(md.get("name", "")) == md.get("uid"):
-                self._deleted.pop(md["name"], None)  # the cache has caught up
+            if (
+                log.isEnabledFor(logging.DEBUG)
+                and (md.get("annotations") or {}).get(GPU_INDEX_ANNOTATION)
+                and not ((old or {}).get("metadata", {}).get("annotations") or {}).get(
+                    GPU_INDEX_ANNOTATION
+                )
+            ):
+                _trace(RESERVATION_NAMESPACE, md.get("name", ""), "uuid published")
+            name = md.get("name", "")
+            if etype == "DELETED" and self._deleted.get(name) == md.get("uid"):
+                self._deleted.pop(name, None)  # the cache has caught up
+            if name in self._created:
+                with self._locks_lock:
+                    created = self._created.get(name)
+                    if created is not None and created[0]["metadata"].get("uid") == md.get("uid"):
+                        del self._created[name]  # the cache has caught up
+            if name in self._waiters and (
+                etype == "DELETED"
+                or md.get("deletionTimestamp")
+                or (md.get("annotations") or {}).get(GPU_INDEX_ANNOTATION)
+                or (pod.get("status") or {}).get("phase") == "Failed"
+            ):
+                self._wake_waiters(name)  # its UUID is there, or it failed or went: look again
             return
         if etype != "DELETED" and not _terminal(pod):
             return
@@ -607,6 +747,30 @@ class Binder:
                 "adopted GPU groups: %d reservations released, %d re-created", released, created
             )
         return released, created
+
+
+def _all_done(calls: list[Callable[[], Any]], futures: list[Future[Any]]) -> None:
+    """Run ``calls`` here, one after the other, while ``futures`` run elsewhere; wait for all
+    of them; then raise the first failure (none is left running when this returns)."""
+    first: Exception | None = None
+    for call in calls:
+        try:
+            call()
+        except Exception as exc:  # re-raised below, after the others
+            first = first or exc
+    for future in futures:
+        try:
+            future.result()
+        except Exception as exc:
+            first = first or exc
+    if first is not None:
+        raise first
+
+
+def _trace(ns: str, name: str, stage: str) -> None:
+    """One stage of a bind, for the timeline at DEBUG (bench/README.md, the fractional path)."""
+    if log.isEnabledFor(logging.DEBUG):
+        log.debug("timeline %s/%s %s", ns, name, stage)
 
 
 def _terminal(pod: dict[str, Any]) -> bool:

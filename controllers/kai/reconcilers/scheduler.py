@@ -607,18 +607,20 @@ class Scheduler:
         binds never stalls scheduling. Pods that need no binder work are bound directly in
         ``direct`` mode; the rest get a BindRequest."""
         direct = self.options.bind_mode == BIND_DIRECT
+        later = []  # direct binds go after the BindRequests: the binder's path is the longer
         for decision, groups in self._bind_plan(result, built):
             pod = built.pods.get(decision.task)
             if pod is None:
                 continue
             if direct and binder_work(pod, decision) is None:
                 key = self._direct.hold(pod, decision)
-                group = _group_annotation(built, pod)
-                self.pool.submit(self._bind_direct, pod, decision, key, group)
+                later.append((pod, decision, key, _group_annotation(built, pod)))
                 continue
             body = self._bind_request_body(built, decision, groups)
             if body is not None:
                 self.pool.submit(self._bind, built, decision, body)
+        for args in later:
+            self.pool.submit(self._bind_direct, *args)
 
     def _bind_direct(
         self,

@@ -114,6 +114,10 @@ class Kubelet:
         self.nodes = nodes
         self.termination_delay = termination_delay
         self.pool = ThreadPoolExecutor(workers, thread_name_prefix="sim-kubelet")
+        # GPU reservation pods start on their own workers: on a real node the kubelet starts
+        # every pod at once (a worker per pod) and the reservation pod's own container writes
+        # its GPU UUID, so it never waits behind the status writes of other nodes' pods
+        self.reservation_pool = ThreadPoolExecutor(workers, thread_name_prefix="sim-reservation")
         self._inflight: set[tuple[str, str]] = set()
         self._lock = threading.Lock()
         self._timers: list[tuple[float, str, str, str, str]] = []  # (due, kind, ns, name, uid)
@@ -148,6 +152,7 @@ class Kubelet:
             self._timer_cv.notify_all()
         self._timer_thread.join(timeout=5)
         self.pool.shutdown(wait=True, cancel_futures=True)
+        self.reservation_pool.shutdown(wait=True, cancel_futures=True)
 
     def _simulated(self, node_name: str) -> bool:
         node = self.nodes.get(node_name)
@@ -190,7 +195,12 @@ class Kubelet:
             self._schedule(time.monotonic() + delay, kind, md)
             return
         with contextlib.suppress(RuntimeError):
-            self.pool.submit(self._run, kind, md["namespace"], md["name"], md.get("uid", ""))
+            self._pool_for(md["namespace"]).submit(
+                self._run, kind, md["namespace"], md["name"], md.get("uid", "")
+            )
+
+    def _pool_for(self, namespace: str) -> ThreadPoolExecutor:
+        return self.reservation_pool if namespace == RESERVATION_NAMESPACE else self.pool
 
     def _schedule(self, due: float, kind: str, md: dict[str, Any]) -> None:
         with self._timer_cv:
@@ -211,7 +221,7 @@ class Kubelet:
                     return
                 _, kind, ns, name, uid = heapq.heappop(self._timers)
             try:
-                self.pool.submit(self._run, kind, ns, name, uid)
+                self._pool_for(ns).submit(self._run, kind, ns, name, uid)
             except RuntimeError:
                 return
 

@@ -1,0 +1,234 @@
+"""The binder's fractional (shared-GPU) path, request by request: one reservation pod per GPU
+group however far the pods informer lags, no read of what it just wrote, the pods of a group
+woken by the watch as soon as the GPU UUID is there, and everything KAI's protocol asks for
+(group label, both ConfigMaps) on the pod before its binding."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import Counter
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from e2e_helpers import Cluster, make_nodes
+from live_helpers import eventually
+
+from kai.kube.client import Kube
+from kai.kube.events import EventRecorder
+from kai.kube.informer import Informer
+from kai.kube.resources import BIND_REQUESTS, CONFIGMAPS, PODS
+from kai.reconcilers import binder as binder_module
+from kai.reconcilers.binder import (
+    GPU_INDEX_ANNOTATION,
+    Binder,
+    configmap_prefix,
+    reservation_pod_name,
+)
+from kai.sim.workloads import ensure_namespace, pod_manifest
+
+RESERVATIONS = "kai-resource-reservation"
+
+
+class CountingKube(Kube):
+    """A client that counts its requests by (verb, path without the object's name)."""
+
+    def __init__(self, kube: Kube) -> None:
+        self.__dict__.update(kube.__dict__)
+        self.calls: Counter[tuple[str, str]] = Counter()
+        self.log: list[tuple[float, str, str]] = []
+        self._count_lock = threading.Lock()
+
+    def request(self, method: str, path: str, **kwargs: Any) -> dict[str, Any]:
+        body = kwargs.get("body")
+        named = ((body or {}).get("metadata") or {}).get("name") if isinstance(body, dict) else None
+        with self._count_lock:
+            self.calls[(method, _kind(path))] += 1
+            # a POST's path names the collection: the object's name is in the body
+            self.log.append((time.monotonic(), method, f"{path}/{named}" if named else path))
+        return super().request(method, path, **kwargs)
+
+
+def _kind(path: str) -> str:
+    parts = path.strip("/").split("/")
+    if "binding" in parts:
+        return "pods/binding"
+    if parts[-1] == "status":
+        return parts[-3] + "/status"
+    for kind in ("pods", "configmaps", "bindrequests", "namespaces", "events"):
+        if kind in parts:
+            return kind
+    return path
+
+
+class LaggingInformer(Informer):
+    """An informer that sees every event ``lag`` seconds late (a loaded API server)."""
+
+    lag = 0.0
+
+    def _apply(self, event: dict[str, Any]) -> None:
+        time.sleep(self.lag)
+        super()._apply(event)
+
+
+@pytest.fixture
+def binder_of(cluster: Cluster) -> Iterator[Any]:
+    started: list[Any] = []
+
+    def start(lag: float) -> tuple[Binder, CountingKube]:
+        kube = CountingKube(Kube.from_kubeconfig(cluster.kubeconfig))
+        brs = Informer(kube, BIND_REQUESTS).start()
+        pods = LaggingInformer(kube, PODS)
+        pods.lag = lag
+        pods.start()
+        assert brs.wait_synced(10) and pods.wait_synced(10)
+        recorder = EventRecorder(kube, "kai-binder").start()
+        binder = Binder(kube, brs, pods, recorder, workers=4).start()
+        with kube._count_lock:
+            kube.calls.clear()  # the informers' lists: not the binder's
+            kube.log.clear()
+        started.extend([binder.stop, recorder.stop, pods.stop, brs.stop])
+        return binder, kube
+
+    yield start
+    for stop in started:
+        stop()
+
+
+def _bind_request(pod: dict[str, Any], node: str, group: str) -> dict[str, Any]:
+    md = pod["metadata"]
+    return {
+        "apiVersion": BIND_REQUESTS.api_version,
+        "kind": "BindRequest",
+        "metadata": {
+            "name": md["name"],
+            "namespace": md["namespace"],
+            "ownerReferences": [
+                {"apiVersion": "v1", "kind": "Pod", "name": md["name"], "uid": md["uid"]}
+            ],
+        },
+        "spec": {
+            "podName": md["name"],
+            "selectedNode": node,
+            "receivedResourceType": "Fraction",
+            "receivedGPU": {"count": 1, "portion": "0.50"},
+            "selectedGPUGroups": [group],
+        },
+    }
+
+
+def _two_halves(cluster: Cluster, binder: Binder, node: str, group: str) -> None:
+    """Two pending half-GPU pods, then (once the binder's cache has them, as the scheduler
+    only asks for pods it has seen) their BindRequests for one GPU group."""
+    kube = cluster.kube
+    ensure_namespace(kube, "work")
+    made = [
+        kube.create(PODS, pod_manifest(name, "work", None, fraction=0.5))
+        for name in ("half-a", "half-b")
+    ]
+    eventually(lambda: all(binder.pods.get(p["metadata"]["name"], "work") for p in made))
+    for pod in made:
+        kube.create(BIND_REQUESTS, _bind_request(pod, node, group))
+
+
+def _bound(cluster: Cluster, names: list[str]) -> bool:
+    pods = {p["metadata"]["name"]: p for p in cluster.kube.list(PODS, "work")["items"]}
+    return all((pods[n].get("spec") or {}).get("nodeName") for n in names)
+
+
+@pytest.mark.parametrize("lag", [0.0, 1.0])
+def test_a_group_costs_one_reservation_and_no_reads_however_late_the_cache(
+    cluster: Cluster, binder_of: Any, lag: float
+) -> None:
+    """Two halves of one device: one reservation pod created, never asked for again (the
+    informer showing it a second late changes nothing), both pods labelled, their four
+    ConfigMaps written, both bound and their BindRequests Succeeded."""
+    (node,) = make_nodes(cluster, 1, gpus=2)
+    cluster.start_system(components=("nodes",))  # the kubelet publishes the GPU UUID
+    binder, kube = binder_of(lag)
+    _two_halves(cluster, binder, node, "g1")
+    eventually(lambda: _bound(cluster, ["half-a", "half-b"]), timeout=20)
+    phases = {
+        br["metadata"]["name"]: (br.get("status") or {}).get("phase")
+        for br in cluster.kube.list(BIND_REQUESTS, "work")["items"]
+    }
+    eventually(
+        lambda: all(
+            (br.get("status") or {}).get("phase") == "Succeeded"
+            for br in cluster.kube.list(BIND_REQUESTS, "work")["items"]
+        ),
+        timeout=10,
+    )
+    calls = kube.calls
+    assert calls[("POST", "pods")] == 1, (calls, phases)  # the one reservation pod
+    assert calls[("GET", "pods")] == 0, calls  # nothing read back
+    assert calls[("POST", "configmaps")] == 4, calls  # two per pod
+    assert calls[("PATCH", "pods")] == 2, calls  # the group label, once per pod
+    assert calls[("POST", "pods/binding")] == 2, calls
+    assert calls[("PATCH", "bindrequests/status")] == 2, calls
+    for name in ("half-a", "half-b"):
+        pod = cluster.kube.get(PODS, name, "work")
+        assert pod["metadata"]["labels"]["runai-gpu-group"] == "g1"
+        assert pod["metadata"]["annotations"]["received-resource-type"] == "Fraction"
+    reservation = cluster.kube.get(PODS, reservation_pod_name(node, "g1"), RESERVATIONS)
+    uuid = reservation["metadata"]["annotations"][GPU_INDEX_ANNOTATION]
+    maps = cluster.kube.list(CONFIGMAPS, "work")["items"]
+    assert len(maps) == 4
+    assert {m["data"]["NVIDIA_VISIBLE_DEVICES"] for m in maps} == {uuid}
+    assert binder.bound == 2
+
+
+def test_everything_a_pod_needs_is_written_before_its_binding(
+    cluster: Cluster, binder_of: Any
+) -> None:
+    """KAI's guarantee, kept while the writes go out together: the group label and both
+    ConfigMaps of a pod are acknowledged before its binding is sent."""
+    (node,) = make_nodes(cluster, 1, gpus=2)
+    cluster.start_system(components=("nodes",))
+    binder, kube = binder_of(0.0)
+    _two_halves(cluster, binder, node, "g1")
+    eventually(lambda: _bound(cluster, ["half-a", "half-b"]), timeout=20)
+    with kube._count_lock:
+        log = list(kube.log)
+    for name in ("half-a", "half-b"):
+        binding = next(
+            i
+            for i, (_, verb, path) in enumerate(log)
+            if verb == "POST" and f"/pods/{name}/binding" in path
+        )
+        before = log[:binding]
+        assert any(v == "PATCH" and p.endswith(f"/pods/{name}") for _, v, p in before)
+        prefix = configmap_prefix(cluster.kube.get(PODS, name, "work"))
+        made = {p.rsplit("/", 1)[1] for _, v, p in before if v == "POST" and "/configmaps/" in p}
+        assert {f"{prefix}-0", f"{prefix}-0-evar"} <= made, (name, made)
+
+
+def test_a_waiting_bind_request_is_woken_by_the_watch_not_a_poll(
+    cluster: Cluster, binder_of: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A reservation pod whose UUID comes late: the BindRequests do not ask the server again,
+    and they go on as soon as the UUID arrives -- with the safety-net re-check pushed out of
+    reach, only the watch can wake them."""
+    monkeypatch.setattr(binder_module, "RESERVATION_RECHECK", 60.0)
+    (node,) = make_nodes(cluster, 1, gpus=2)
+    # no kubelet: this test plays the reservation pod's UUID itself
+    binder, kube = binder_of(0.0)
+    _two_halves(cluster, binder, node, "g1")
+    name = reservation_pod_name(node, "g1")
+    eventually(lambda: cluster.kube.list(PODS, RESERVATIONS)["items"], timeout=10)
+    time.sleep(2.5)
+    assert not _bound(cluster, ["half-a"])
+    assert kube.calls[("POST", "pods")] == 1
+    assert kube.calls[("GET", "pods")] == 0
+    # both BindRequests are parked on the reservation pod
+    assert binder._waiters.get(name) == {("work", "half-a"), ("work", "half-b")}
+    cluster.kube.patch(
+        PODS,
+        name,
+        {"metadata": {"annotations": {GPU_INDEX_ANNOTATION: "GPU-late"}}},
+        RESERVATIONS,
+        content_type="application/merge-patch+json",
+    )
+    eventually(lambda: _bound(cluster, ["half-a", "half-b"]), timeout=20, interval=0.05)
+    assert not binder._waiters
