@@ -3,11 +3,16 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
+import errno
+import gc
 import os
 import shutil
+import signal
+import struct
 import sys
 from collections.abc import Iterable
-from typing import Any
+from typing import Any, NoReturn
 
 from kai.commands._limits import add_limit_options, limits_from
 from kai.commands._output import add_output_option, to_json
@@ -95,7 +100,8 @@ def _write_files(objects: Iterable[dict[str, Any]], out: str, output: str) -> in
     """Write each object to its own file in ``out``. A new ``out`` is built as a staging
     directory beside it and renamed into place at the end (files created directly: a crash
     leaves ``out`` absent, never half-written); an existing one gets each file through a
-    temporary name renamed over the old file."""
+    temporary name renamed over the old file. The files are created by a second process
+    (:class:`_FileWriter`) while this one compiles and formats the next objects."""
     import tempfile
 
     from kai.gitops.compile import dump_object, object_file_name
@@ -104,7 +110,6 @@ def _write_files(objects: Iterable[dict[str, Any]], out: str, output: str) -> in
         print(f"kai render: error: {out} exists and is not a directory", file=sys.stderr)
         return 2
     staging: str | None = None
-    written = 0
     try:
         if not os.path.lexists(out):
             parent = os.path.dirname(os.path.abspath(out))
@@ -116,22 +121,23 @@ def _write_files(objects: Iterable[dict[str, Any]], out: str, output: str) -> in
             directory = staging
         else:
             directory = os.path.realpath(out)
-        for obj in objects:
-            if output == "json":
-                name = object_file_name(obj).removesuffix(".yaml") + ".json"
-                text = to_json(obj)
-            else:
-                name, text = object_file_name(obj), dump_object(obj)
-            target = _confined(directory, name)
-            if target is None:
-                print(
-                    f"kai render: error: refusing to write {name!r}: the path leaves {out}",
-                    file=sys.stderr,
-                )
-                _discard(staging)
-                return 3
-            _write_one(target, text.encode("utf-8"), direct=staging is not None)
-            written += 1
+        with _FileWriter(directory, replace=staging is None) as writer:
+            for obj in objects:
+                if output == "json":
+                    name = object_file_name(obj).removesuffix(".yaml") + ".json"
+                    text = to_json(obj)
+                else:
+                    name, text = object_file_name(obj), dump_object(obj)
+                if not _confined(name):
+                    print(
+                        f"kai render: error: refusing to write {name!r}: the path leaves {out}",
+                        file=sys.stderr,
+                    )
+                    writer.abandon()
+                    _discard(staging)
+                    return 3
+                writer.add(name, text.encode("utf-8"))
+            written = writer.finish()
         if staging is not None:
             os.rename(staging, out)  # fails if another process made a non-empty out meanwhile
             staging = None
@@ -139,25 +145,178 @@ def _write_files(objects: Iterable[dict[str, Any]], out: str, output: str) -> in
         _discard(staging)
         print(f"kai render: error: cannot write to {out}: {exc.strerror}", file=sys.stderr)
         return 2
+    except BaseException:  # Ctrl-C, an internal error: no half-written staging left behind
+        _discard(staging)
+        raise
     print(f"kai render: wrote {written} files to {out}", file=sys.stderr)
     return 0
 
 
-def _write_one(target: str, data: bytes, *, direct: bool) -> None:
-    """``data`` into ``target``: created directly in a private staging directory, else through
-    ``target.tmp`` renamed over it. O_NOFOLLOW: a link planted at the name written to is
-    refused, never written through."""
-    path = target if direct else f"{target}.tmp"
-    flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_NOFOLLOW", 0)
-    handle = os.open(path, flags, 0o666)
+_BATCH_BYTES = 1 << 18  # what is sent to the writer process in one write to the pipe
+_RECORD = struct.Struct("<II")  # the lengths of a file's name and of its content
+
+
+class _FileWriter:
+    """Creates the rendered files in ``directory``, in a forked process where ``os.fork``
+    exists (creating 100,000 files is mostly kernel time, which then runs on another core
+    while this process formats the next objects), else in this process.
+
+    The files are sent as (name, content) records over a pipe in batches of about 256 KB;
+    the writer opens each name relative to a descriptor of ``directory`` (no path resolution
+    per file) with ``O_NOFOLLOW`` (a link planted at the name is refused, never written
+    through): in a new staging directory with ``O_EXCL`` and written in place; in an
+    existing ``--out`` through ``NAME.tmp`` renamed over ``NAME``. No file is fsynced: the
+    output is as durable as any other file written without fsync (a crash may lose what the
+    page cache held; rerun ``kai render``). The writer stops at its first error and
+    reports it (errno and file name) when :meth:`finish` is called."""
+
+    def __init__(self, directory: str, *, replace: bool) -> None:
+        self.replace = replace
+        self.dir_fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+        self.batch: list[bytes] = []
+        self.batch_bytes = 0
+        self.count = 0
+        self.pid = 0
+        self.pipe = self.results = -1
+        if hasattr(os, "fork"):
+            records_r, records_w = os.pipe()
+            results_r, results_w = os.pipe()
+            pid = os.fork()
+            if pid == 0:  # the writer process
+                _writer_process(records_r, results_w, records_w, results_r, self)
+            os.close(records_r)
+            os.close(results_w)
+            self.pid, self.pipe, self.results = pid, records_w, results_r
+
+    def __enter__(self) -> _FileWriter:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.abandon()
+
+    def add(self, name: str, data: bytes) -> None:
+        self.count += 1
+        if not self.pid:
+            _write_one(self.dir_fd, name, data, replace=self.replace)
+            return
+        encoded = name.encode("utf-8")
+        self.batch += (_RECORD.pack(len(encoded), len(data)), encoded, data)
+        self.batch_bytes += len(encoded) + len(data)
+        if self.batch_bytes >= _BATCH_BYTES:
+            self._send()
+
+    def _send(self) -> None:
+        view = memoryview(b"".join(self.batch))
+        self.batch.clear()
+        self.batch_bytes = 0
+        try:
+            while view:
+                view = view[os.write(self.pipe, view) :]
+        except BrokenPipeError:
+            self._result()  # the writer stopped: its error, else this one
+            raise
+
+    def finish(self) -> int:
+        """Waits for every file to be written; the number of files, or the writer's
+        OSError."""
+        if self.pid:
+            if self.batch:
+                self._send()
+            os.close(self.pipe)
+            self.pipe = -1
+            self._result()
+        return self.count
+
+    def _result(self) -> None:
+        chunks = []
+        while chunk := os.read(self.results, 65536):
+            chunks.append(chunk)
+        _, status = os.waitpid(self.pid, 0)
+        self.pid = 0
+        report = b"".join(chunks).decode("utf-8", "replace")
+        if report.startswith("error "):
+            number, _, name = report[len("error ") :].partition(" ")
+            raise OSError(int(number), os.strerror(int(number)), name)
+        if report != "ok" or os.waitstatus_to_exitcode(status) != 0:
+            raise OSError(errno.EIO, "the file writer process ended unexpectedly")
+
+    def abandon(self) -> None:
+        """Stops the writer (if still running) and releases the descriptors."""
+        if self.pid:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(self.pid, signal.SIGKILL)
+            os.waitpid(self.pid, 0)
+            self.pid = 0
+        for fd in (self.pipe, self.results, self.dir_fd):
+            if fd >= 0:
+                os.close(fd)
+        self.pipe = self.results = self.dir_fd = -1
+
+
+def _writer_process(
+    records: int, results: int, other_w: int, other_r: int, writer: _FileWriter
+) -> NoReturn:
+    """The forked writer: reads records until end of file, writes each file; reports "ok" or
+    "error ERRNO NAME" on ``results``. Never returns (``os._exit``)."""
+    status = 1
+    try:
+        gc.disable()  # the parent's heap stays shared, untouched by collections
+        signal.signal(signal.SIGINT, signal.SIG_DFL)
+        os.close(other_w)
+        os.close(other_r)
+        failure: OSError | None = None
+        failed_name = ""
+        pending = bytearray()
+        dir_fd, replace, header = writer.dir_fd, writer.replace, _RECORD.size
+        while chunk := os.read(records, 1 << 20):
+            if failure is not None:
+                continue  # drain: the parent learns of the error when it finishes
+            pending += chunk
+            at = 0
+            size = len(pending)
+            while size - at >= header:
+                name_length, data_length = _RECORD.unpack_from(pending, at)
+                end = at + header + name_length + data_length
+                if end > size:
+                    break
+                name = pending[at + header : at + header + name_length].decode("utf-8")
+                try:
+                    _write_one(dir_fd, name, pending[at + header + name_length : end], replace)
+                except OSError as exc:
+                    failure, failed_name = exc, name
+                    break
+                at = end
+            del pending[:at]
+        if failure is not None:
+            report = f"error {failure.errno or errno.EIO} {failed_name}"
+        else:
+            report = "ok"
+        os.write(results, report.encode("utf-8"))
+        status = 0
+    finally:
+        os._exit(status)
+
+
+def _write_one(dir_fd: int, name: str, data: bytes | bytearray, replace: bool) -> None:
+    """``data`` into ``name`` in the directory ``dir_fd``: created with ``O_EXCL`` in a private
+    staging directory, else through ``name.tmp`` renamed over it."""
+    if replace:
+        handle = os.open(f"{name}.tmp", _REPLACE_FLAGS, 0o666, dir_fd=dir_fd)
+    else:
+        handle = os.open(name, _CREATE_FLAGS, 0o666, dir_fd=dir_fd)
     try:
         view = memoryview(data)
         while view:
             view = view[os.write(handle, view) :]
     finally:
         os.close(handle)
-    if not direct:
-        os.replace(path, target)
+    if replace:
+        os.replace(f"{name}.tmp", name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
+
+
+_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
+_CREATE_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | _NOFOLLOW
+_REPLACE_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | _NOFOLLOW
 
 
 def _discard(staging: str | None) -> None:
@@ -165,12 +324,9 @@ def _discard(staging: str | None) -> None:
         shutil.rmtree(staging, ignore_errors=True)
 
 
-def _confined(directory: str, name: str) -> str | None:
-    """``directory/name`` when ``name`` is one plain file name that stays in ``directory``.
+def _confined(name: str) -> bool:
+    """Whether ``name`` is one plain file name, which cannot lead out of the directory it is
+    opened in (relative to that directory's descriptor, without following a link at it).
 
     Names are checked by validation already (DNS-1123); this guards the write itself."""
-    if not name or name != os.path.basename(name) or name in (".", "..") or "\x00" in name:
-        return None
-    # One path component under a directory already resolved: it cannot lead elsewhere (a link
-    # found at the name is replaced by the rename, not written through).
-    return os.path.join(directory, name)
+    return bool(name) and "/" not in name and name not in (".", "..") and "\x00" not in name

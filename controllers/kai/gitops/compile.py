@@ -28,7 +28,7 @@ from typing import Any
 from kai.api.quantity import format_number, to_megabytes_ceil, to_millicores_ceil
 from kai.gitops.loader import Document
 from kai.gitops.queue_records import QUEUE_TREE, RAW_QUEUE, tree_amount
-from kai.gitops.yaml_out import dump_yaml
+from kai.gitops.yaml_out import dump_queue, dump_yaml
 
 __all__ = [
     "CONFIGMAP_NAME",
@@ -393,6 +393,8 @@ def object_file_name(obj: dict[str, Any]) -> str:
 
 
 def _dump(value: dict[str, Any]) -> str:
+    if value.get("kind") == "Queue":
+        return dump_queue(value)  # the same bytes, faster
     return dump_yaml(value)
 
 

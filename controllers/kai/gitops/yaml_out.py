@@ -14,7 +14,7 @@ import json
 import re
 from typing import Any
 
-__all__ = ["dump_yaml"]
+__all__ = ["dump_queue", "dump_yaml"]
 
 _PLAIN = re.compile(r"^[A-Za-z0-9_/(][A-Za-z0-9_./,()@+=-]*( [A-Za-z0-9_./,()@+=-]+)*$")
 _NUMBER_LIKE = re.compile(
@@ -113,3 +113,79 @@ def dump_yaml(value: dict[str, Any]) -> str:
     out: list[str] = []
     _mapping(value, "", out)
     return "".join(out)
+
+
+# --------------------------------------------------------------------------------------------
+# The same bytes for the one shape that comes by the hundred thousand: a compiled Queue.
+
+
+class _OtherShape(Exception):
+    """The value is not of the shape :func:`dump_queue` writes: use the general writer."""
+
+
+def _flat(value: Any) -> str:
+    """The text after ``key: `` of a one-line scalar, as :func:`_entry` writes it."""
+    kind = type(value)
+    if kind is str:
+        if "\n" in value:
+            raise _OtherShape
+        text = _TEXTS.get(value)
+        return text if text is not None else _scalar(value)
+    if kind is int:
+        return str(value)
+    if kind is float or kind is bool or value is None:
+        return _scalar(value)
+    raise _OtherShape
+
+
+def _flat_mapping(value: Any, indent: str, out: list[str]) -> None:
+    """A non-empty mapping of one-line scalars, one ``key: value`` line each."""
+    if type(value) is not dict or not value:
+        raise _OtherShape
+    texts = _TEXTS
+    for key, item in value.items():
+        # a key is always written by _scalar (a cached string's text is that); an int value
+        # by str()
+        out.append(
+            f"{indent}{texts.get(key) or _flat(key)}: "
+            f"{str(item) if type(item) is int else _flat(item)}\n"
+        )
+
+
+_QUEUE_KEYS = ("apiVersion", "kind", "metadata", "spec")
+_METADATA_KEYS = ("name", "labels", "annotations")
+
+
+def dump_queue(value: dict[str, Any]) -> str:
+    """:func:`dump_yaml` of a compiled Queue, byte for byte, with a fraction of the calls: the
+    fixed keys are written as text and only the values go through the scalar rules. Any other
+    shape (an empty mapping, a list, a multi-line string, ...) goes to :func:`dump_yaml`."""
+    try:
+        if tuple(value) != _QUEUE_KEYS:
+            raise _OtherShape
+        metadata, spec = value["metadata"], value["spec"]
+        if type(metadata) is not dict or tuple(metadata) != _METADATA_KEYS:
+            raise _OtherShape
+        if type(spec) is not dict or not spec:
+            raise _OtherShape
+        out = [
+            f"apiVersion: {_flat(value['apiVersion'])}\nkind: {_flat(value['kind'])}\n"
+            f"metadata:\n  name: {_flat(metadata['name'])}\n  labels:\n"
+        ]
+        _flat_mapping(metadata["labels"], "    ", out)
+        out.append("  annotations:\n")
+        _flat_mapping(metadata["annotations"], "    ", out)
+        out.append("spec:\n")
+        for key, item in spec.items():
+            if type(item) is dict:
+                if not item:
+                    raise _OtherShape
+                out.append(f"  {_flat(key)}:\n")
+                for inner, entry in item.items():
+                    out.append(f"    {_TEXTS.get(inner) or _flat(inner)}:\n")
+                    _flat_mapping(entry, "      ", out)
+            else:
+                out.append(f"  {_flat(key)}: {_flat(item)}\n")
+        return "".join(out)
+    except _OtherShape:
+        return dump_yaml(value)

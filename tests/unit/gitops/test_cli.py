@@ -6,6 +6,7 @@ import io
 import json
 import os
 import re
+import signal
 import sys
 from pathlib import Path
 
@@ -319,14 +320,60 @@ def test_render_out_new_directory_is_renamed_into_place_whole(
     real_write = render._write_one
     calls = []
 
-    def failing(target: str, data: bytes, *, direct: bool) -> None:
-        calls.append(target)
+    def failing(dir_fd: int, name: str, data: bytes, replace: bool) -> None:
+        calls.append(name)  # in the writer process (forked after the patch)
         if len(calls) == 3:
             raise OSError(28, "No space left on device")
-        real_write(target, data, direct=direct)
+        real_write(dir_fd, name, data, replace)
 
     monkeypatch.setattr(render, "_write_one", failing)
     other = tmp_path / "other"
     code, _, err = run(capsys, "render", str(EXAMPLES), "--out", str(other))
     assert code == 2 and "No space left on device" in err
     assert not other.exists() and os.listdir(tmp_path) == ["new"]
+
+
+@pytest.mark.parametrize("mode", ["one-record-batches", "no-fork"])
+def test_render_out_same_files_however_written(
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    mode: str,
+) -> None:
+    """The files are the same (names, bytes, permissions) whether the writer process gets each
+    record in its own write to the pipe or this process writes them itself (no os.fork)."""
+    from kai.commands import render
+
+    def files(directory: Path) -> dict[str, tuple[bytes, int]]:
+        return {p.name: (p.read_bytes(), p.stat().st_mode) for p in directory.iterdir()}
+
+    code, _, _ = run(capsys, "render", str(EXAMPLES), "--out", str(tmp_path / "usual"))
+    assert code == 0
+    if mode == "no-fork":
+        monkeypatch.delattr(os, "fork")
+    else:
+        monkeypatch.setattr(render, "_BATCH_BYTES", 1)
+    code, _, err = run(capsys, "render", str(EXAMPLES), "--out", str(tmp_path / "other"))
+    assert code == 0, err
+    assert files(tmp_path / "other") == files(tmp_path / "usual")
+    assert len(files(tmp_path / "usual")) > 10
+    # and into an existing directory (through NAME.tmp renamed over NAME): no .tmp left
+    code, _, err = run(capsys, "render", str(EXAMPLES), "--out", str(tmp_path / "other"))
+    assert code == 0, err
+    assert files(tmp_path / "other") == files(tmp_path / "usual")
+
+
+def test_render_out_writer_process_killed(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The writer process dying without a word is an error (exit 2), never a partial --out."""
+    from kai.commands import render
+
+    def dying(dir_fd: int, name: str, data: bytes, replace: bool) -> None:
+        os.kill(os.getpid(), signal.SIGKILL)  # in the writer process
+
+    monkeypatch.setattr(render, "_write_one", dying)
+    monkeypatch.setattr(render, "_BATCH_BYTES", 1)
+    code, _, err = run(capsys, "render", str(EXAMPLES), "--out", str(tmp_path / "out"))
+    assert code == 2 and "writer process ended unexpectedly" in err
+    assert os.listdir(tmp_path) == []
