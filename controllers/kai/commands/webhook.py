@@ -96,10 +96,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--server-backend",
-        choices=("granian", "python"),
-        default="granian",
-        help="the HTTPS layer: granian (TLS and HTTP/2 in Rust) or python (ssl and h2, the "
-        "fallback) (default: granian)",
+        choices=("python", "granian"),
+        default="python",
+        help="the HTTPS layer: python (ssl and h2) or granian (TLS and HTTP/2 in Rust; needs "
+        "the kai[granian] extra) (default: python)",
     )
     from kai.commands._logs import add_logging_options
 

@@ -52,7 +52,7 @@ class Options:
     gpu_runtime_class: str = ""
     workers: int = 64
     publish_delay: float = 10.0
-    server_backend: str = "granian"
+    server_backend: str = "python"
 
 
 #: ``--server-backend``: the HTTPS layer. granian (Rust: TLS and HTTP/2 compiled) is the
@@ -102,6 +102,13 @@ class WebhookApp:
         routes["/mutate/pods"] = ("pods.mutate", pod_mutator, pod_mutator)
         self.server: AdmissionServer | GranianAdmissionServer
         if opts.server_backend == "granian":
+            try:
+                import granian  # noqa: F401
+            except ImportError as exc:
+                raise ValueError(
+                    "--server-backend granian: the granian package is not installed "
+                    "(pip install 'kai[granian]')"
+                ) from exc
             self.server = GranianAdmissionServer(
                 routes, port=opts.port, host=opts.host, workers=opts.workers, metrics=self.metrics
             )
