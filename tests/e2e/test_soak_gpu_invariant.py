@@ -1,27 +1,88 @@
 """Soak: fractional churn, whole-GPU pods and gangs on full nodes while the binder and the
 scheduler change leaders (a new instance starts, the old one stops), with the GPU invariant
-watched at every pod event (tests/helpers/gpu_invariant.py). Bounded: about 30 s."""
+watched at every pod event (tests/helpers/gpu_invariant.py), on the embedded API server and on
+a real one (there the controller-manager's Job controller makes the gangs' pods, and the
+simulated nodes and kubelet play the kubelets). Bounded: about 30 s each."""
 
 from __future__ import annotations
 
+import contextlib
 import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
 
-from e2e_helpers import Cluster, make_nodes, queue
+import pytest
+from e2e_helpers import Cluster, both_servers, queue
 from live_helpers import eventually
 
 from helpers.gpu_invariant import GpuInvariantWatcher
-from kai.kube.resources import PODS, QUEUES
-from kai.sim.system import System
+from kai.kube.client import ApiError, Kube
+from kai.kube.resources import NAMESPACES, NODES, PODS, QUEUES
+from kai.kube.writes import create_if_absent
+from kai.sim.nodes import NodeShape, create_nodes
+from kai.sim.system import System, SystemOptions
 from kai.sim.workloads import ensure_namespace, pod_manifest, submit_job
 
 RESERVATIONS = "kai-resource-reservation"
 
 
-def test_soak_no_gpu_overcommit_through_churn_and_leader_changes(cluster: Cluster) -> None:
+@pytest.fixture(params=["embedded", "real"])
+def soak(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[tuple[Cluster, str, bool]]:
+    """(cluster, namespace, whether the server runs a Job controller) on a fresh embedded API
+    server or this worker's real one, three 4-GPU simulated nodes of its own."""
+    tag = uuid.uuid4().hex[:6]
+    ns, prefix = f"soak-{tag}", f"soak-{tag}"
+    systems: list[System] = []
+
+    def cleanup(api: Kube) -> None:  # leave the session's real cluster as it was
+        for system in systems:
+            system.stop()
+        systems.clear()
+        with contextlib.suppress(ApiError):
+            api.delete(NAMESPACES, ns)
+        for pod in api.list(PODS, ns)["items"]:
+            with contextlib.suppress(ApiError):
+                api.delete(PODS, pod["metadata"]["name"], ns, grace_period_seconds=0)
+        for node in api.list(NODES)["items"]:
+            if node["metadata"]["name"].startswith(prefix):
+                with contextlib.suppress(ApiError):
+                    api.delete(NODES, node["metadata"]["name"])
+
+    for kubeconfig, kube in both_servers(request, tmp_path, cleanup=cleanup):
+
+        def start_system(_kubeconfig: str = kubeconfig, **overrides: Any) -> System:
+            options = SystemOptions(
+                period=0.2,
+                status_period=0.3,
+                lease_duration=2.0,
+                renew_period=0.5,
+                retry_period=0.1,
+            )
+            for key, value in overrides.items():
+                setattr(options, key, value)
+            system = System(_kubeconfig, options).start()
+            systems.append(system)
+            return system
+
+        create_nodes(kube, 3, NodeShape(gpus=4), prefix=prefix)
+        try:
+            cluster = Cluster(None, kubeconfig, kube, start_system)  # type: ignore[arg-type]
+            yield cluster, ns, request.param == "real"
+        finally:
+            for system in systems:
+                system.stop()
+            systems.clear()
+
+
+def test_soak_no_gpu_overcommit_through_churn_and_leader_changes(
+    soak: tuple[Cluster, str, bool],
+) -> None:
+    cluster, ns, job_controller = soak
     kube = cluster.kube
-    kube.create(QUEUES, queue("team"))
-    ensure_namespace(kube, "work")
-    make_nodes(cluster, 3, gpus=4)
+    create_if_absent(kube, QUEUES, queue("team"))
+    ensure_namespace(kube, ns)
     with GpuInvariantWatcher(kube) as watcher:
         cluster.start_system(components=("nodes",))
         cluster.start_system(components=("podgrouper",))
@@ -42,21 +103,22 @@ def test_soak_no_gpu_overcommit_through_churn_and_leader_changes(cluster: Cluste
             # wait behind them for the devices the halves leave
             for i in range(16):
                 name = f"half-{wave}-{i:02d}"
-                kube.create(PODS, pod_manifest(name, "work", "team", fraction=0.5, duration=1.5))
+                kube.create(PODS, pod_manifest(name, ns, "team", fraction=0.5, duration=1.5))
                 names.append(name)
             for i in range(4):
                 name = f"whole-{wave}-{i}"
-                kube.create(PODS, pod_manifest(name, "work", "team", gpus=1, duration=1.5))
+                kube.create(PODS, pod_manifest(name, ns, "team", gpus=1, duration=1.5))
                 names.append(name)
             names += submit_job(
                 kube,
                 f"gang-{wave}",
-                "work",
+                ns,
                 "team",
                 pods=2,
                 gpus_per_pod=2,
                 min_member=2,
                 duration=1.5,
+                job_controller=job_controller,
             )
             time.sleep(1.5)
             if wave % 2 == 0:
@@ -67,12 +129,15 @@ def test_soak_no_gpu_overcommit_through_churn_and_leader_changes(cluster: Cluste
         def phases() -> dict[str, str]:
             return {
                 p["metadata"]["name"]: (p.get("status") or {}).get("phase") or "Pending"
-                for p in kube.list(PODS, "work")["items"]
+                for p in kube.list(PODS, ns)["items"]
             }
 
         def all_done() -> dict[str, str] | None:
             current = phases()
             done = all(current.get(n) in ("Succeeded", "Failed") for n in names)
+            # the gangs' pods made by a real Job controller: every pod of the namespace, 2 per gang
+            done = done and all(p in ("Succeeded", "Failed") for p in current.values())
+            done = done and len(current) == len(names) + (8 if job_controller else 0)
             return current if done else None
 
         try:
