@@ -6,17 +6,16 @@ from __future__ import annotations
 import sys
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))  # e2e_helpers
 sys.path.insert(0, str(Path(__file__).parents[1] / "integration" / "live"))  # live_helpers
 
-from e2e_helpers import Cluster
+from e2e_helpers import Cluster, system_starter
 
 from kai.kube.client import Kube
-from kai.sim.system import System, SystemOptions, bootstrap
+from kai.sim.system import System, bootstrap
 from kube_emulator import ApiServer
 
 
@@ -27,23 +26,9 @@ def cluster(tmp_path: Path) -> Iterator[Cluster]:
     kube = Kube.from_kubeconfig(kubeconfig)
     systems: list[System] = []
 
-    def start_system(**overrides: Any) -> System:
-        options = SystemOptions(
-            period=0.2,
-            status_period=0.3,
-            lease_duration=2.0,
-            renew_period=0.5,
-            retry_period=0.1,
-        )
-        for key, value in overrides.items():
-            setattr(options, key, value)
-        system = System(kubeconfig, options).start()
-        systems.append(system)
-        return system
-
     bootstrap(kube)
     try:
-        yield Cluster(server, kubeconfig, kube, start_system)
+        yield Cluster(server, kubeconfig, kube, system_starter(kubeconfig, systems))
     finally:
         for system in systems:
             system.stop()

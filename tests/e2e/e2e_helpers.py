@@ -9,7 +9,7 @@ from typing import Any
 
 from kai.kube.client import Kube
 from kai.sim.nodes import NodeShape, create_nodes
-from kai.sim.system import System
+from kai.sim.system import System, SystemOptions
 from kube_emulator import ApiServer
 
 
@@ -40,6 +40,28 @@ class Cluster:
     kubeconfig: str
     kube: Kube
     start_system: Callable[..., System]
+
+
+def system_starter(kubeconfig: str, systems: list[System]) -> Callable[..., System]:
+    """``start_system(**overrides)`` for a :class:`Cluster`: a live system on ``kubeconfig``
+    with the short periods that keep the tests fast (any ``SystemOptions`` field overridable),
+    started and appended to ``systems`` for the fixture to stop."""
+
+    def start_system(**overrides: Any) -> System:
+        options = SystemOptions(
+            period=0.2,
+            status_period=0.3,
+            lease_duration=2.0,
+            renew_period=0.5,
+            retry_period=0.1,
+        )
+        for key, value in overrides.items():
+            setattr(options, key, value)
+        system = System(kubeconfig, options).start()
+        systems.append(system)
+        return system
+
+    return start_system
 
 
 def make_nodes(cluster: Cluster, count: int, gpus: int = 8) -> list[str]:

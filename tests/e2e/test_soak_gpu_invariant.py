@@ -11,10 +11,9 @@ import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
-from e2e_helpers import Cluster, both_servers, queue
+from e2e_helpers import Cluster, both_servers, queue, system_starter
 from live_helpers import eventually
 
 from helpers.gpu_invariant import GpuInvariantWatcher
@@ -22,7 +21,7 @@ from kai.kube.client import ApiError, Kube
 from kai.kube.resources import NAMESPACES, NODES, PODS, QUEUES
 from kai.kube.writes import create_if_absent
 from kai.sim.nodes import NodeShape, create_nodes
-from kai.sim.system import System, SystemOptions
+from kai.sim.system import System
 from kai.sim.workloads import ensure_namespace, pod_manifest, submit_job
 
 RESERVATIONS = "kai-resource-reservation"
@@ -51,23 +50,9 @@ def soak(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[tuple[Clust
                     api.delete(NODES, node["metadata"]["name"])
 
     for kubeconfig, kube in both_servers(request, tmp_path, cleanup=cleanup):
-
-        def start_system(_kubeconfig: str = kubeconfig, **overrides: Any) -> System:
-            options = SystemOptions(
-                period=0.2,
-                status_period=0.3,
-                lease_duration=2.0,
-                renew_period=0.5,
-                retry_period=0.1,
-            )
-            for key, value in overrides.items():
-                setattr(options, key, value)
-            system = System(_kubeconfig, options).start()
-            systems.append(system)
-            return system
-
         create_nodes(kube, 3, NodeShape(gpus=4), prefix=prefix)
         try:
+            start_system = system_starter(kubeconfig, systems)
             cluster = Cluster(None, kubeconfig, kube, start_system)  # type: ignore[arg-type]
             yield cluster, ns, request.param == "real"
         finally:
