@@ -564,24 +564,12 @@ class IncrementalSnapshot:
         self._out_waiting.pop(key, None)
         self._out_problems.pop(("pods", key), None)
         if e.group is not None:
-            members = self._group_pods.get(e.group)
-            if members is not None:
-                members.discard(key)
-                if not members:
-                    del self._group_pods[e.group]
+            _unindex(self._group_pods, e.group, key)
             work.jobs.add(e.group)
         for candidate in e.candidates:
-            waiting = self._candidate_pods.get(candidate)
-            if waiting is not None:
-                waiting.discard(key)
-                if not waiting:
-                    del self._candidate_pods[candidate]
+            _unindex(self._candidate_pods, candidate, key)
         if e.node is not None:
-            on_node = self._node_pods.get(e.node)
-            if on_node is not None:
-                on_node.discard(key)
-                if not on_node:
-                    del self._node_pods[e.node]
+            _unindex(self._node_pods, e.node, key)
             work.nodes.add(e.node)
 
     # -- nodes -----------------------------------------------------------------------------
@@ -736,6 +724,15 @@ class IncrementalSnapshot:
         )
         self._with_volumes(built, built.problems)
         return built
+
+
+def _unindex(index: dict[Any, set[Key]], at: Any, key: Key) -> None:
+    """Takes ``key`` out of ``index[at]``, and the set out of ``index`` once it is empty."""
+    members = index.get(at)
+    if members is not None:
+        members.discard(key)
+        if not members:
+            del index[at]
 
 
 def _seq(entry: _PodEntry) -> int:
