@@ -145,6 +145,14 @@ def _options(args: argparse.Namespace) -> object:
                 f"kai webhook: --self-register with --cert-dir needs {args.cert_dir}/ca.crt "
                 "(the CA that the API server must trust)"
             )
+    if args.server_backend == "granian":
+        import importlib.util
+
+        if importlib.util.find_spec("granian") is None:
+            raise SystemExit(
+                "kai webhook: --server-backend granian needs the granian package, which is not "
+                "installed: pip install 'kai[granian]' (or use --server-backend python)"
+            )
     return Options(
         port=args.port,
         host=args.host,

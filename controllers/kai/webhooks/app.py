@@ -102,13 +102,6 @@ class WebhookApp:
         routes["/mutate/pods"] = ("pods.mutate", pod_mutator, pod_mutator)
         self.server: AdmissionServer | GranianAdmissionServer
         if opts.server_backend == "granian":
-            try:
-                import granian  # noqa: F401
-            except ImportError as exc:
-                raise ValueError(
-                    "--server-backend granian: the granian package is not installed "
-                    "(pip install 'kai[granian]')"
-                ) from exc
             self.server = GranianAdmissionServer(
                 routes, port=opts.port, host=opts.host, workers=opts.workers, metrics=self.metrics
             )
