@@ -353,6 +353,7 @@ def run_once(
         result.started_at = time.strftime("%H:%M:%S")
         children = spawn(which, plane, args)
         spawned.extend(children)
+        profiler = _profile_server(plane, args, f"{which}-{result.started_at.replace(':', '')}")
         finished = done.wait(args.timeout)
         t_end = time.monotonic()
         requests_after = server_requests(kube)
@@ -378,6 +379,8 @@ def run_once(
         result.watch_bytes = {
             k[1]: v for k, v in _delta(requests_after[3], requests_before[3]).items()
         }
+        if profiler is not None:
+            profiler.join()
         with lock:
             result.bound = len(bound)
             result.failed = len(failed)
@@ -414,6 +417,33 @@ def run_once(
             for log_file in plane.state.glob("*.log"):
                 shutil.copy(log_file, target)
         plane.stop()
+
+
+def _profile_server(
+    plane: ControlPlane, args: argparse.Namespace, name: str
+) -> threading.Thread | None:
+    """With ``--pprof DIR``: kube-apiserver's CPU profile of the next ``--pprof-seconds``,
+    fetched on a thread of its own and written to ``DIR/name.pprof``."""
+    if not args.pprof:
+        return None
+    from kai.kube.client import Kube
+
+    def fetch() -> None:
+        kube = Kube.from_kubeconfig(str(plane.kubeconfig))
+        kube.request_timeout = args.pprof_seconds + 60.0
+        status, body = kube.get_bytes("/debug/pprof/profile", {"seconds": args.pprof_seconds})
+        target = Path(args.pprof) / f"{name}.pprof"
+        target.parent.mkdir(parents=True, exist_ok=True)
+        if status == 200:
+            target.write_bytes(body)
+            print(f"  kube-apiserver profile: {target}", flush=True)
+        else:
+            print(f"  kube-apiserver profile: HTTP {status}: {body[:200]!r}", flush=True)
+        kube.close()
+
+    thread = threading.Thread(target=fetch, name="pprof", daemon=True)
+    thread.start()
+    return thread
 
 
 def spawn(which: str, plane: ControlPlane, args: argparse.Namespace) -> list[subprocess.Popen[Any]]:
@@ -538,6 +568,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--timeout", type=float, default=900.0)
     parser.add_argument("--log-level", default="WARNING", help="kai components' log level")
     parser.add_argument("--logs", help="keep every run's logs (components, control plane) here")
+    parser.add_argument(
+        "--pprof",
+        metavar="DIR",
+        help="save a CPU profile of kube-apiserver (/debug/pprof/profile) taken from each "
+        "scheduler's start, as DIR/<scheduler>-<run>.pprof (read with `go tool pprof -top`)",
+    )
+    parser.add_argument("--pprof-seconds", type=int, default=20)
     args = parser.parse_args(argv)
     scripts = real_k8s_dir()
     if scripts is None:

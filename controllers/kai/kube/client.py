@@ -203,11 +203,15 @@ class Kube:
 
     def get_text(self, path: str) -> tuple[int, str]:
         """A GET answered with text (``/metrics``, ``/healthz``): (status, body)."""
+        status, payload = self.get_bytes(path)
+        return status, payload.decode(errors="replace")
+
+    def get_bytes(self, path: str, params: Mapping[str, Any] | None = None) -> tuple[int, bytes]:
+        """A GET answered with anything (a ``/debug/pprof`` profile...): (status, body)."""
         if self._plain is not None:
-            status, payload = self._plain_request("GET", path, None, None, JSON)
-            return status, payload.decode(errors="replace")
-        response = self._send("GET", path)
-        return response.status, response.read().decode(errors="replace")
+            return self._plain_request("GET", path, params, None, JSON)
+        response = self._send("GET", path, params=params)
+        return response.status, response.read()
 
     # -- plumbing --------------------------------------------------------------------------
     def _headers(self) -> dict[str, str]:
