@@ -277,7 +277,12 @@ def main(argv: list[str] | None = None) -> int:
             f"({args.pods / (t_created - t0):.0f} creates/s over HTTP)"
         )
     if grouped_at:
-        print(f"grouped (PodGroup + annotation): last at {max(grouped_at.values()) - t0:.1f}s")
+        # a pod grouped by its owner gets the annotation with its Binding: then this is the
+        # bind time, not the pod-grouper's
+        print(
+            f"pod-group-name annotation (pod-grouper, or the Binding for pods grouped by owner): "
+            f"last at {max(grouped_at.values()) - t0:.1f}s"
+        )
     if bound_at:
         first = min(bound_at.values()) - t0
         print(f"bound: {n}/{args.pods}; first at {first:.1f}s, last at {elapsed:.1f}s")

@@ -410,3 +410,48 @@ def test_unchanged_objects_are_not_derived_again() -> None:
     before = {t.name: t for j in second.snapshot.jobs for t in j.tasks}
     assert tasks["p0"] is before["p0"] and tasks["p2"] is before["p2"]
     assert tasks["p1"] is not before["p1"] and tasks["p1"].node == "n0"
+
+
+def test_a_reservation_pod_counts_only_while_no_task_holds_its_group() -> None:
+    """A GPU reservation pod's device counts on its node until a fractional task of ours in
+    its GPU group is placed there (then the group's device stands for it), and again once that
+    task is gone: the node is derived again each time, as a full build counts it."""
+    node = node_manifest("n0", 0, NodeShape(gpus=8))
+    node["metadata"]["uid"] = "n0"
+    node["status"]["conditions"] = ready_conditions()
+    pg = {
+        "metadata": {"name": "g0", "namespace": "ns", "uid": "g0"},
+        "spec": {"queue": "q0", "minMember": 1},
+    }
+    reservation = pod_manifest("r0", "kai-resource-reservation", "q0", gpus=1)
+    reservation["metadata"].update(uid="r0", labels={"runai-gpu-group": "grp-a"})
+    reservation["spec"]["nodeName"] = "n0"
+    reservation["status"] = {"phase": "Running"}
+    task = pod_manifest("p0", "ns", "q0", fraction=0.5)
+    task["metadata"].update(
+        uid="p0",
+        annotations={"pod-group-name": "g0"},
+        labels={**task["metadata"].get("labels", {}), "runai-gpu-group": "grp-a"},
+    )
+    task["spec"]["nodeName"] = "n0"
+    task["status"] = {"phase": "Running"}
+    other = pod_manifest("p1", "ns", "q0", fraction=0.5)  # another group: no effect on r0
+    other["metadata"].update(
+        uid="p1",
+        annotations={"pod-group-name": "g0"},
+        labels={**other["metadata"].get("labels", {}), "runai-gpu-group": "grp-b"},
+    )
+    other["spec"]["nodeName"] = "n0"
+    other["status"] = {"phase": "Running"}
+    ops: list[tuple[str, Key, dict[str, Any] | None]] = [
+        ("nodes", ("", "n0"), node),
+        ("podgroups", ("ns", "g0"), pg),
+        ("pods", ("kai-resource-reservation", "r0"), reservation),
+        ("pods", ("ns", "p1"), other),
+        ("pods", ("ns", "p0"), task),  # the task's group: r0's device no longer counts
+        ("pods", ("ns", "p1"), None),
+        ("pods", ("ns", "p0"), None),  # gone: r0's device counts again
+        ("pods", ("ns", "p0"), task),
+        ("podgroups", ("ns", "g0"), None),  # no PodGroup: p0 is no task, r0 counts again
+    ]
+    _check(ops, NodePool(), {})

@@ -9,9 +9,12 @@ A cycle runs when
   away. The echo of the scheduler's own work is not relevant: a BindRequest it created, its pod
   getting ``spec.nodeName`` and starting, status writes (PodGroup conditions, Queue status, pod
   ``PodScheduled`` conditions), node heartbeats. The cycle starts ``coalesce`` seconds after the
-  first such change, so a burst of events makes one cycle; while work keeps arriving, cycles
-  start at most once per ``min_interval`` (the period: never more cycles than before, each of
-  them cheaper);
+  first such change, so a burst of events makes one cycle; while work keeps arriving, a cycle
+  starts no sooner than ``min_interval`` (the period) after the previous one *ended*, as KAI's
+  ``wait.Until(runOnce, schedulePeriod)`` spaces its cycles: a cycle longer than the period
+  is followed by a pause, not by the next cycle at once (during a burst the scheduler then
+  leaves the API server and the other components their share of the CPU, and each cycle takes
+  more of the new work);
 - something time-based is due (:func:`next_due`): a stale gang's grace period ends, a pending
   job's preemption delay ends, a running job's minimum runtime protection ends while some job is
   pending, an in-flight BindRequest the informer never showed expires, a failed write is
@@ -225,6 +228,8 @@ class CycleTrigger:
         self._changed_at: float | None = clock()  # the first cycle runs as soon as it can
         self._due: float = math.inf
         self._last_start = -math.inf
+        self._last_end = -math.inf  # when the loop came back from its last cycle
+        self._running = False  # a cycle was handed out and the loop has not come back yet
         self._stopped = False
         self.changes = 0  # relevant changes seen (tests, logs)
 
@@ -242,6 +247,12 @@ class CycleTrigger:
                 self._due = at
                 self._cond.notify_all()
 
+    def skipped(self) -> None:
+        """The cycle :meth:`wait` handed out did not run (not leading, informers not synced
+        yet): it does not delay the next one."""
+        with self._cond:
+            self._running = False
+
     def stop(self) -> None:
         with self._cond:
             self._stopped = True
@@ -250,20 +261,25 @@ class CycleTrigger:
     def _next_start(self) -> float:
         start = min(self._due, self._last_start + self.resync)
         if self._changed_at is not None:
-            new_work = max(self._changed_at + self.coalesce, self._last_start + self.min_interval)
+            new_work = max(self._changed_at + self.coalesce, self._last_end + self.min_interval)
             start = min(start, new_work)
         return start
 
     def wait(self) -> bool:
         """Block until a cycle should start; False when stopped. The pending change and due
-        time are taken: what arrives from now on triggers the next cycle."""
+        time are taken: what arrives from now on triggers the next cycle. Calling it again
+        means the cycle it handed out has ended: new work waits ``min_interval`` from now."""
         with self._cond:
+            if self._running:
+                self._running = False
+                self._last_end = self.clock()
             while not self._stopped:
                 delay = self._next_start() - self.clock()
                 if delay <= 0:
                     self._changed_at = None
                     self._due = math.inf
                     self._last_start = self.clock()
+                    self._running = True
                     return True
                 self._cond.wait(delay)
             return False

@@ -333,10 +333,9 @@ class IncrementalSnapshot:
 
     def _apply_nodes(self, work: _Work) -> set[str]:
         """Node specs net of the pods on them; the names of the nodes in the snapshot."""
-        live = self._live_groups(work.nodes)
         for name in work.nodes:
             was = name in self._node_specs
-            self._node_unit(name, live)
+            self._node_unit(name)
             if was != (name in self._node_specs):
                 # tasks on a node that came or went: their jobs change
                 for pod_key in self._node_pods.get(name, ()):
@@ -573,18 +572,18 @@ class IncrementalSnapshot:
             work.nodes.add(e.node)
 
     # -- nodes -----------------------------------------------------------------------------
-    def _live_groups(self, nodes: Iterable[str]) -> set[tuple[str, str]]:
-        """(node, GPU group) of the placed tasks on ``nodes``: a reservation pod's GPU counts
-        only while no task of ours holds its group there."""
-        live: set[tuple[str, str]] = set()
-        for name in nodes:
-            for key in self._node_pods.get(name, ()):
-                task = self._pods[key].task
-                if self._pods[key].role == TASK and task is not None and task.node is not None:
-                    live.update((task.node, g) for g in task.gpu_groups)
+    def _live_groups(self, name: str) -> set[str]:
+        """The GPU groups of the placed tasks on node ``name``: a reservation pod's GPU there
+        counts only while no task of ours holds its group."""
+        live: set[str] = set()
+        for key in self._node_pods.get(name, ()):
+            entry = self._pods[key]
+            task = entry.task
+            if entry.role == TASK and task is not None and task.node == name and task.gpu_groups:
+                live.update(task.gpu_groups)
         return live
 
-    def _node_unit(self, name: str, live: set[tuple[str, str]]) -> None:
+    def _node_unit(self, name: str) -> None:
         b = self.builder
         node = self._get("nodes", ("", name))
         self._out_problems.pop(("nodes", ("", name)), None)
@@ -610,11 +609,14 @@ class IncrementalSnapshot:
                 acc["memory"] = acc.get("memory", 0.0) + info.memory_bytes
                 acc[GPU_RESOURCE] = acc.get(GPU_RESOURCE, 0.0) + info.gpu.whole
                 acc["pods"] = acc.get("pods", 0.0) + 1
+        live: set[str] | None = None  # only a node with a reservation pod needs them
         for entry in entries:
             if entry.role == RESERVATION and entry.requests is not None:
                 requests = dict(entry.requests)
                 group = str(_labels(entry.obj).get(GPU_GROUP_LABEL) or "")
-                if group and (name, group) in live:
+                if live is None:
+                    live = self._live_groups(name)
+                if group and group in live:
                     requests.pop(GPU_RESOURCE, None)
                 _add(acc, requests)
         try:

@@ -302,6 +302,7 @@ class Scheduler:
             if not (self.is_leader() and self.informers.wait_synced(0)):
                 # not leading (or not synced) yet: look again soon (a tenth of a second at most,
                 # a cheap check), and run the first cycle as soon as we may
+                self.trigger.skipped()
                 self._stop.wait(min(self.options.period, 0.1))
                 self.trigger.changed()
                 continue

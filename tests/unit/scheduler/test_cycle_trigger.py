@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import itertools
 import threading
 import time
 from typing import Any
 
+import pytest
 from builders import job, queue, task
 
 from kai.reconcilers.cycle_trigger import CycleTrigger, next_due, relevant
@@ -157,3 +159,58 @@ def test_trigger_coalesces_a_burst_and_sleeps_when_idle() -> None:
     trigger.stop()
     thread.join(2)
     assert not thread.is_alive()
+
+
+def test_trigger_spaces_cycles_from_the_end_of_the_previous_one() -> None:
+    """As KAI's ``wait.Until(runOnce, schedulePeriod)``: a cycle longer than the period is
+    followed by a pause of ``min_interval`` even while work keeps arriving, not by the next
+    cycle at once (which would keep the scheduler on the CPU for the whole of a burst)."""
+    trigger = CycleTrigger(coalesce=0.01, resync=3600, min_interval=0.2)
+    cycles: list[tuple[float, float]] = []  # (start, end)
+
+    def loop() -> None:
+        while trigger.wait():
+            start = time.monotonic()
+            time.sleep(0.3)  # a cycle longer than min_interval
+            cycles.append((start, time.monotonic()))
+
+    thread = threading.Thread(target=loop, daemon=True)
+    thread.start()
+    until = time.monotonic() + 1.8
+    while time.monotonic() < until:
+        trigger.changed()  # work arriving all the time, during the cycles too
+        time.sleep(0.01)
+    trigger.stop()
+    thread.join(2)
+    assert not thread.is_alive()
+    assert len(cycles) >= 2
+    for (_, end), (start, _) in itertools.pairwise(cycles):
+        assert start - end >= 0.2 - 1e-3, cycles
+
+
+def test_a_skipped_cycle_does_not_delay_the_next() -> None:
+    """Before its first cycle (not leading, informers not synced) the loop looks again after
+    the coalescing delay, not after ``min_interval``."""
+    now = [100.0]
+    trigger = CycleTrigger(coalesce=0.1, resync=3600, min_interval=5.0, clock=lambda: now[0])
+    assert trigger.wait()  # handed out at 100.0 ...
+    trigger.skipped()  # ... but the loop could not run it
+    now[0] += 0.1
+    trigger.changed()
+    now[0] += 0.1
+    assert trigger._next_start() == pytest.approx(100.2)  # not 105.2
+    assert trigger.wait()
+    # a cycle that ran: new work waits min_interval from its end
+    now[0] += 2.0  # it took 2 s
+    trigger.changed()
+    result: list[bool] = []
+    waiter = threading.Thread(target=lambda: result.append(trigger.wait()), daemon=True)
+    waiter.start()
+    deadline = time.monotonic() + 2
+    while trigger._running and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert trigger._next_start() == pytest.approx(102.2 + 5.0) and result == []
+    now[0] = 107.2
+    trigger.schedule(now[0])  # wakes the waiter
+    waiter.join(2)
+    assert result == [True]
