@@ -80,11 +80,11 @@ def _gpu_request(pod: dict[str, Any]) -> ParsedGpuRequest:
     if not isinstance(annotations, dict) or any(k.startswith(_MIG_PREFIX) for k in annotations):
         return gpu_request_from_pod(pod)
     shape: list[Any] = [annotations.get(k) for k in _PARSED_ANNOTATIONS]
-    for key in ("initContainers", "containers"):
-        containers = spec.get(key) or []
+    for field in ("initContainers", "containers"):
+        containers = spec.get(field) or []
         if not isinstance(containers, list):
             return gpu_request_from_pod(pod)
-        shape.append(key)
+        shape.append(field)
         for c in containers:
             if not isinstance(c, dict):
                 return gpu_request_from_pod(pod)
