@@ -14,13 +14,18 @@ Each round runs three phases at the same rate against the same API server, one a
   conditions, namespace selector, failure policy, timeouts) but pointing at a tiny HTTP/2 server
   of this script that answers every AdmissionReview ``allowed: true`` with a fixed body (only
   the request's uid copied in), on the connection's own thread;
+- ``null-patch`` (with ``--phases``, and with ``--direct``): the same null webhook, but its
+  answer to the mutating call carries exactly the JSON patch kai returns for the benchmark pod
+  (asked of ``kai webhook`` once, then pre-encoded: the same bytes every time). What it adds
+  to ``null`` is what the mutation itself costs the API server (decoding and applying the
+  patch); what ``kai`` adds to ``null-patch`` is kai's own cost;
 - ``kai``: ``kai webhook`` as its own process (as in a cluster), same configurations;
 - ``base`` (with ``--base-tree DIR``): the ``kai webhook`` of another checkout (e.g. ``main``),
   to compare a change with what it changes in the same run.
 
 What ``null`` adds to ``none`` is the price of *any* webhook on this API server and machine
-(two more TLS/HTTP/2 calls per pod, encoding AdmissionReviews, applying a patch); what ``kai``
-adds to ``null`` is kai's own. Views of each phase:
+(two more TLS/HTTP/2 calls per pod, encoding AdmissionReviews); ``null-patch`` adds applying
+kai's patch; what ``kai`` adds to ``null-patch`` is kai's own. Views of each phase:
 
 - client: the pod create's round trip (p50/p90/p99/max) and the rate reached;
 - CPU of each process (``/proc/PID/stat`` deltas): kube-apiserver, etcd, the webhook, the load
@@ -63,7 +68,7 @@ from urllib.parse import urlsplit
 
 ROOT = Path(__file__).resolve().parents[1]
 NAMESPACE = "team-nlp"
-PHASES = ("none", "null", "kai")  # the default phases; also kai-python, base
+PHASES = ("none", "null", "kai")  # the default phases; also null-patch, kai-python, base
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 
 
@@ -240,17 +245,57 @@ _NULL_TAIL = b'","allowed":true}}'
 _UID = re.compile(rb'"request":\{"uid":"([^"]+)"')
 
 
-def null_webhook(port: int, cert_dir: str) -> None:
+def _kai_patch(kai_url: str, path: bytes, body: bytes) -> bytes:
+    """The ``patch`` field (base64, as sent) of kai's answer to ``body`` at ``path``: one
+    HTTP/1.1 call to ``kai webhook``, for the null-patch webhook's pre-encoded answer."""
+    import http.client
+
+    import orjson
+
+    ctx = ssl.create_default_context()
+    ctx.check_hostname = False
+    ctx.verify_mode = ssl.CERT_NONE
+    url = urlsplit(kai_url)
+    conn = http.client.HTTPSConnection(url.hostname or "127.0.0.1", url.port, context=ctx)
+    try:
+        conn.request("POST", path.decode(), body, {"Content-Type": "application/json"})
+        answer = orjson.loads(conn.getresponse().read())
+    finally:
+        conn.close()
+    patch = (answer.get("response") or {}).get("patch")
+    if not patch:
+        raise SystemExit(f"kai's webhook at {kai_url} answered {path!r} without a patch: {answer}")
+    return str(patch).encode()
+
+
+def null_webhook(port: int, cert_dir: str, kai_url: str | None = None) -> None:
     """Serve ``allowed: true`` to every AdmissionReview, HTTP/2 only, answered inline on the
-    connection's thread (no pool, no parse: the uid is cut from the body). Runs until killed."""
+    connection's thread (no pool, no parse: the uid is cut from the body). Runs until killed.
+
+    With ``kai_url`` (phase ``null-patch``), a call to a ``/mutate/`` path is answered with
+    kai's own JSON patch: the first such call is passed to ``kai webhook`` at ``kai_url`` and
+    its ``patch`` field kept; every later answer carries those same bytes (pre-encoded, no
+    decision), so the API server decodes and applies exactly what it applies with kai."""
     from h2.config import H2Configuration
     from h2.connection import H2Connection
-    from h2.events import DataReceived, StreamEnded
+    from h2.events import DataReceived, RequestReceived, StreamEnded
 
     ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     ctx.load_cert_chain(os.path.join(cert_dir, "tls.crt"), os.path.join(cert_dir, "tls.key"))
     ctx.set_alpn_protocols(["h2"])
     sock = socket.create_server(("127.0.0.1", port), backlog=128)
+    patched: list[bytes] = []  # the answer's tail for a mutation, once known
+    lock = threading.Lock()
+
+    def tail(path: bytes, body: bytes) -> bytes:
+        if kai_url is None or not path.startswith(b"/mutate/"):
+            return _NULL_TAIL
+        with lock:
+            if not patched:
+                patch = _kai_patch(kai_url, path, body)
+                head = b'","allowed":true,"patchType":"JSONPatch","patch":"'
+                patched.append(head + patch + b'"}}')
+        return patched[0]
 
     def connection(raw: socket.socket) -> None:
         with contextlib.suppress(OSError, ssl.SSLError):
@@ -260,17 +305,22 @@ def null_webhook(port: int, cert_dir: str) -> None:
             h2.increment_flow_control_window(1 << 30)
             conn.sendall(h2.data_to_send())
             bodies: dict[int, bytearray] = {}
+            paths: dict[int, bytes] = {}
             while data := conn.recv(65536):
                 for event in h2.receive_data(data):
-                    if isinstance(event, DataReceived):
+                    if isinstance(event, RequestReceived) and kai_url is not None:
+                        paths[event.stream_id] = dict(event.headers or []).get(b":path", b"")
+                    elif isinstance(event, DataReceived):
                         bodies.setdefault(event.stream_id, bytearray()).extend(event.data or b"")
                         if event.flow_controlled_length:
                             h2.acknowledge_received_data(
                                 event.flow_controlled_length, event.stream_id
                             )
                     elif isinstance(event, StreamEnded):
-                        found = _UID.search(bodies.pop(event.stream_id, b""))
-                        body = _NULL_HEAD + (found[1] if found else b"") + _NULL_TAIL
+                        request = bytes(bodies.pop(event.stream_id, b""))
+                        found = _UID.search(request)
+                        end = tail(paths.pop(event.stream_id, b""), request)
+                        body = _NULL_HEAD + (found[1] if found else b"") + end
                         h2.send_headers(
                             event.stream_id,
                             [
@@ -683,6 +733,7 @@ def main() -> int:
     parser.add_argument(
         "--phases",
         help="which phases, in order (default: none,null,kai and base with --base-tree; "
+        "null-patch: the null webhook answering the mutation with kai's patch; "
         "kai-python: this tree's webhook with --server-backend python)",
     )
     parser.add_argument(
@@ -700,13 +751,13 @@ def main() -> int:
         "side by side with this tree's in the same run",
     )
     parser.add_argument(
-        "--null-webhook", nargs=2, metavar=("PORT", "CERT_DIR"), help=argparse.SUPPRESS
+        "--null-webhook", nargs="+", metavar="PORT CERT_DIR [KAI_URL]", help=argparse.SUPPRESS
     )
     args = parser.parse_args()
     if args.null_webhook:
-        null_webhook(int(args.null_webhook[0]), args.null_webhook[1])
+        null_webhook(int(args.null_webhook[0]), args.null_webhook[1], *args.null_webhook[2:3])
         return 0
-    known = (*PHASES, "kai-python", *(("base",) if args.base_tree else ()))
+    known = (*PHASES, "null-patch", "kai-python", *(("base",) if args.base_tree else ()))
     default = (*PHASES, "base") if args.base_tree else PHASES
     phases = [p for p in (args.phases or ",".join(default)).split(",") if p]
     unknown = set(phases) - set(known)
@@ -760,6 +811,17 @@ def main() -> int:
             tmp / "null-webhook.log",
             env,
         )
+        if "null-patch" in phases or args.direct:
+            # the null webhook answering the mutation with kai's own patch (asked of kai once)
+            ports["null-patch"] = free_port(), 0
+            procs["null-patch"] = _spawn(
+                [
+                    *(sys.executable, __file__, "--null-webhook", str(ports["null-patch"][0])),
+                    *(str(tmp / "certs"), f"https://127.0.0.1:{ports['kai'][0]}"),
+                ],
+                tmp / "null-patch-webhook.log",
+                env,
+            )
         for phase, (port, _metrics) in ports.items():
             _wait_tls(port, procs[phase])
         urls: dict[str, str | None] = {
@@ -786,7 +848,9 @@ def main() -> int:
             print("| round | webhook | load avg | calls/s | µs CPU / call | failed |")
             print("|---:|---|---:|---:|---:|---:|")
             for round_ in range(args.repeat):
-                for phase in [p for p in ("null", "base", "kai-python", "kai") if p in ports]:
+                for phase in [
+                    p for p in ("null", "null-patch", "base", "kai-python", "kai") if p in ports
+                ]:
                     drive_direct(ports[phase][0], procs[phase].pid, 300)  # warm up
                     load = os.getloadavg()[0]
                     d = drive_direct(ports[phase][0], procs[phase].pid, args.direct)

@@ -363,19 +363,26 @@ def test_webhook_configurations_are_the_ones_kai_webhook_registers(helm3: str) -
     for the Service kai-webhook (names, paths, rules, failure policies, timeouts, selectors)."""
     registration = pytest.importorskip("kai.webhooks.registration")
     client = {"service": {"namespace": "kai-scheduler", "name": "kai-webhook", "port": 443}}
-    theirs = registration.configurations(
-        client, b"", namespace="kai-scheduler", scheduler_name="kai-scheduler"
-    )
-    objects = _template(helm3, "webhook.enabled=true")
-    for expected in theirs:
-        key = (
-            "admissionregistration.k8s.io/v1",
-            expected["kind"],
-            "",
-            expected["metadata"]["name"],
+    for runtime_class in ("", "nvidia"):  # it widens the mutating webhook's match condition
+        theirs = registration.configurations(
+            client,
+            b"",
+            namespace="kai-scheduler",
+            scheduler_name="kai-scheduler",
+            gpu_runtime_class=runtime_class,
         )
-        assert key in objects, key
-        assert objects[key]["webhooks"] == expected["webhooks"], key
+        objects = _template(
+            helm3, "webhook.enabled=true", f"webhook.gpuRuntimeClassName={runtime_class}"
+        )
+        for expected in theirs:
+            key = (
+                "admissionregistration.k8s.io/v1",
+                expected["kind"],
+                "",
+                expected["metadata"]["name"],
+            )
+            assert key in objects, key
+            assert objects[key]["webhooks"] == expected["webhooks"], (key, runtime_class)
 
 
 def test_one_scheduler_deployment_per_shard(helm3: str) -> None:

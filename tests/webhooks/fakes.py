@@ -117,3 +117,56 @@ def pod(
         },
         "spec": spec,
     }
+
+
+def _with(p: dict[str, Any], **spec: Any) -> dict[str, Any]:
+    p["spec"].update(spec)
+    return p
+
+
+def _resources(p: dict[str, Any], field: str, resources: dict[str, str]) -> dict[str, Any]:
+    p["spec"]["containers"][0]["resources"] = {field: resources}
+    return p
+
+
+#: pods of every kind the pod webhooks tell apart (the match condition tests, the patch test)
+POD_SHAPES: dict[str, dict[str, Any]] = {
+    "plain, namespace bound": pod(),
+    "plain, namespace unbound": pod(namespace="elsewhere"),
+    "queue label": pod(labels={"kai.scheduler/queue": "nlp"}),
+    "empty queue label": pod(labels={"kai.scheduler/queue": ""}),
+    "project label": pod(labels={"project": "nlp"}),
+    "missing queue": pod(labels={"kai.scheduler/queue": "no-such-queue"}),
+    "parent queue": pod(labels={"kai.scheduler/queue": "research"}),
+    "fraction": pod(annotations={"gpu-fraction": "0.5"}),
+    "fraction, labelled": pod(
+        annotations={"gpu-fraction": "0.5"}, labels={"kai.scheduler/queue": "nlp"}
+    ),
+    "memory, labelled": pod(annotations={"gpu-memory": "2000"}, labels={"project": "nlp"}),
+    "bad fraction, no label": pod(annotations={"gpu-fraction": "2"}, namespace="elsewhere"),
+    "num devices alone": pod(annotations={"gpu-fraction-num-devices": "2"}, namespace="elsewhere"),
+    "mps alone": pod(annotations={"mps": "true"}, namespace="elsewhere"),
+    "container name alone": pod(
+        annotations={"gpu-fraction-container-name": "x"}, namespace="elsewhere"
+    ),
+    "legacy mig annotation": pod(annotations={"nvidia.com/mig-1g.5gb": "1"}, namespace="elsewhere"),
+    "other annotations": pod(
+        annotations={"team": "a"}, labels={"kai.scheduler/queue": "nlp", "app": "x"}
+    ),
+    "whole gpus, labelled": pod(gpus=2, labels={"kai.scheduler/queue": "nlp"}),
+    "whole gpus, unbound": pod(gpus=2, namespace="elsewhere"),
+    "gpu request differs from limit": _resources(
+        pod(namespace="elsewhere"), "requests", {"nvidia.com/gpu": "0.5"}
+    ),
+    "mig resource": _resources(
+        pod(namespace="elsewhere"), "limits", {"nvidia.com/mig-1g.5gb": "1"}
+    ),
+    "gpu in an init container": pod(
+        namespace="elsewhere",
+        init=[{"name": "i", "resources": {"limits": {"nvidia.com/gpu": "1.5"}}}],
+    ),
+    "runtime class set": _with(
+        pod(gpus=1, labels={"kai.scheduler/queue": "nlp"}), runtimeClassName="nvidia"
+    ),
+    "cpu, labelled, unbound": pod(namespace="elsewhere", labels={"kai.scheduler/queue": "nlp"}),
+}

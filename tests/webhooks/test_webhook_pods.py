@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 
+import pytest
 from fakes import FakeCluster, example_objects, pod, request
 
 from kai.webhooks.pods import PodMutator, PodValidator, configmap_prefix
@@ -189,3 +190,69 @@ def test_the_binder_writes_the_configmaps_the_mutated_pod_reads() -> None:
         prefix = out["metadata"]["annotations"]["runai/shared-gpu-configmap"]
         assert shared_container_index(out) == index
         assert referenced(out) == {f"{prefix}-{index}-evar"}, wanted
+
+
+def test_the_mutation_patch_equals_the_diff_of_the_whole_pod() -> None:
+    """PodMutator patches only where it writes (pods._patch): the same operations, in the same
+    order, as json_patch of the whole pod, for pods of every shape the mutation handles."""
+    from fakes import POD_SHAPES
+
+    from kai.webhooks.pods import _patch
+
+    shapes = [copy.deepcopy(p) for p in POD_SHAPES.values()]
+    shapes.append({"apiVersion": "v1", "kind": "Pod", "spec": {"schedulerName": "kai-scheduler"}})
+    no_md = pod(annotations={"gpu-fraction": "0.5"})
+    no_md["metadata"] = {"name": "x", "namespace": "team-nlp"}  # no labels, no annotations key
+    shapes.append(no_md)
+    envs = pod(annotations={"gpu-fraction": "0.5"}, labels={"kai.scheduler/queue": "nlp"})
+    envs["spec"]["containers"].insert(0, {"name": "side", "image": "x"})
+    envs["metadata"]["annotations"]["gpu-fraction-container-name"] = "main"
+    envs["spec"]["containers"][1]["env"] = [{"name": "GPU_PORTION", "value": "stale"}]
+    envs["spec"]["volumes"] = [{"name": "data", "emptyDir": {}}]
+    shapes.append(envs)
+    init = pod(annotations={"gpu-memory": "1000", "gpu-fraction-container-name": "i"})
+    init["spec"]["initContainers"] = [{"name": "i", "image": "x"}]
+    shapes.append(init)
+    for runtime_class in ("", "nvidia"):
+        mutator = PodMutator(_cluster(), gpu_runtime_class=runtime_class)
+        for shape in shapes:
+            after = mutator.mutate(shape, "team-nlp")
+            assert _patch(shape, after) == json_patch(shape, after), shape
+            assert apply_patch(copy.deepcopy(shape), _patch(shape, after)) == after
+
+
+def test_remembered_gpu_requests_are_the_parsers() -> None:
+    """pods._gpu_request remembers a parse per pod shape: the same result as the parser for
+    every shape, a refusal every time (never remembered), a changed shape parsed anew."""
+    from fakes import POD_SHAPES
+
+    from kai.api.gpu_request import GpuRequestError, gpu_request_from_pod
+    from kai.webhooks.pods import _PARSED, _gpu_request
+
+    _PARSED.clear()
+    for _round in range(2):
+        for name, shape in POD_SHAPES.items():
+            try:
+                expected = gpu_request_from_pod(shape)
+            except GpuRequestError as exc:
+                try:
+                    _gpu_request(shape)
+                except GpuRequestError as again:
+                    assert str(again) == str(exc), name
+                    continue
+                raise AssertionError(f"{name}: refused by the parser, not when remembered") from exc
+            assert _gpu_request(shape) == expected, name
+    assert _PARSED  # shapes were remembered
+    frac = pod(annotations={"gpu-fraction": "0.5"})
+    assert _gpu_request(frac).request.fraction == 0.5
+    frac["metadata"]["annotations"]["gpu-fraction"] = "0.25"
+    assert _gpu_request(frac).request.fraction == 0.25
+    frac["spec"]["containers"][0]["resources"] = {"limits": {"nvidia.com/gpu": "1"}}
+    with pytest.raises(GpuRequestError):  # a fraction and a whole GPU: contradiction
+        _gpu_request(frac)
+    other = pod(annotations={"gpu-fraction": "0.5", "gpu-fraction-container-name": "side"})
+    other["spec"]["containers"].append({"name": "side", "image": "x"})
+    assert _gpu_request(other).container == "side"
+    other["spec"]["containers"][1]["name"] = "renamed"
+    with pytest.raises(GpuRequestError):  # the named container is gone
+        _gpu_request(other)

@@ -265,6 +265,76 @@ def test_fractional_pod_is_admitted_with_its_gpu_sharing_env(examples: Env) -> N
     assert bad.returncode != 0 and "gpu-fraction" in bad.stderr
 
 
+def _calls(env: Env, webhook: str) -> float:
+    """Calls the webhook answered so far, every verdict together (its metrics)."""
+    text = env.app.metrics.registry.exposition()
+    pattern = rf'^kai_webhook_requests_total\{{[^}}]*webhook="{re.escape(webhook)}"[^}}]*\}} (\S+)$'
+    return sum(float(m) for m in re.findall(pattern, text, re.M))
+
+
+def test_pods_with_nothing_to_change_or_refuse_are_not_sent(examples: Env) -> None:
+    """The match conditions: the API server calls the pod webhooks only where they can act."""
+    env = examples
+
+    def dry_run(manifest: dict) -> dict:
+        return env.kube.request(
+            "POST", PODS.path("team-nlp"), params={"dryRun": "All"}, body=manifest
+        )
+
+    # labelled, no GPU sharing: nothing to mutate (validated: the queue must exist)
+    mutate, validate = _calls(env, "pods.mutate"), _calls(env, "pods.validate")
+    labelled = _pod("labelled", "team-nlp", labels={"kai.scheduler/queue": "nlp"})
+    got = dry_run(labelled)
+    assert got["metadata"]["labels"] == {"kai.scheduler/queue": "nlp"}
+    assert "annotations" not in got["metadata"]
+    assert _calls(env, "pods.mutate") == mutate
+    assert _calls(env, "pods.validate") == validate + 1
+    # labelled and fractional: mutated (GPU sharing), validated
+    got = dry_run(
+        _pod(
+            "frac-labelled",
+            "team-nlp",
+            labels={"kai.scheduler/queue": "nlp"},
+            annotations={"gpu-fraction": "0.5"},
+        )
+    )
+    assert [e["name"] for e in got["spec"]["containers"][0]["env"]] == [
+        "NVIDIA_VISIBLE_DEVICES",
+        "RUNAI_NUM_OF_GPUS",
+        "GPU_PORTION",
+    ]
+    assert _calls(env, "pods.mutate") == mutate + 1
+    assert _calls(env, "pods.validate") == validate + 2
+    # no label, no GPU: mutated (the namespace binding gives the queue label), and then
+    # validated (the validating webhooks see the mutated pod: its queue must exist)
+    got = dry_run(_pod("unlabelled", "team-nlp"))
+    assert got["metadata"]["labels"]["kai.scheduler/queue"] == "nlp"
+    assert _calls(env, "pods.mutate") == mutate + 2
+    assert _calls(env, "pods.validate") == validate + 3
+    # the same where no namespace binding applies: sent to the mutation (the binding lives in
+    # the cluster), which leaves it unchanged; nothing to validate
+    got = env.kube.request(
+        "POST", PODS.path("elsewhere"), params={"dryRun": "All"}, body=_pod("plain", "elsewhere")
+    )
+    assert not (got["metadata"].get("labels") or {})
+    assert _calls(env, "pods.mutate") == mutate + 3
+    assert _calls(env, "pods.validate") == validate + 3
+    # a refusal is still sent: a queue that does not exist
+    refused = env.run(
+        "run",
+        "no-queue",
+        "-n",
+        "team-nlp",
+        "--image=busybox",
+        "--restart=Never",
+        "--labels=kai.scheduler/queue=no-such-queue",
+        "--overrides",
+        '{"spec": {"schedulerName": "kai-scheduler"}}',
+    )
+    assert refused.returncode != 0 and "no-such-queue" in refused.stderr, refused.stderr
+    assert _calls(env, "pods.validate") == validate + 4
+
+
 def test_pods_for_other_schedulers_pass_even_with_the_webhook_down(examples: Env) -> None:
     env = examples
     dead = free_port()  # nothing listens here

@@ -106,3 +106,18 @@ def test_json_patch_changes_a_container_in_place_not_the_whole_list() -> None:
     assert json_patch({"l": [1, {"a": 1}]}, {"l": [2, {"a": 2}]}) == [
         {"op": "replace", "path": "/l", "value": [2, {"a": 2}]}
     ]
+
+
+@pytest.mark.parametrize("uid", ["705ab4f5-6393-11e8-b7cc-42010a800002", 'odd "uid" \\ é'])
+@pytest.mark.parametrize(
+    "patch", [None, [{"op": "add", "path": "/metadata/labels/a", "value": "é"}]]
+)
+def test_allowed_answers_from_templates_are_the_same_bytes(uid: str, patch: list | None) -> None:
+    response: dict = {"uid": uid, "allowed": True}
+    if patch:
+        response["patchType"] = "JSONPatch"
+        response["patch"] = base64.b64encode(orjson.dumps(patch)).decode()
+    expected = orjson.dumps(
+        {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "response": response}
+    )
+    assert answer(uid, Verdict(patch=patch)) == expected

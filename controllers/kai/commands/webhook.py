@@ -178,7 +178,11 @@ def _print_configurations(args: argparse.Namespace) -> int:
 
     service = {"namespace": args.namespace, "name": args.service_name, "port": 443}
     objects = configurations(
-        {"service": service}, b"", namespace=args.namespace, scheduler_name=args.scheduler_name
+        {"service": service},
+        b"",
+        namespace=args.namespace,
+        scheduler_name=args.scheduler_name,
+        gpu_runtime_class=args.gpu_runtime_class,
     )
     sys.stdout.write(yaml.safe_dump_all(objects, sort_keys=False, explicit_start=True))
     return 0

@@ -180,6 +180,7 @@ class WebhookApp:
             self.ca_bundle(),
             namespace=self.opts.namespace,
             scheduler_name=self.opts.scheduler_name,
+            gpu_runtime_class=self.opts.gpu_runtime_class,
         )
         registration.apply(self.kube, objects)
         self.registered = True

@@ -27,7 +27,18 @@ from __future__ import annotations
 import random
 from typing import Any
 
-from kai.api.gpu_request import GpuRequestError, gpu_request_from_pod
+import orjson
+
+from kai.api.gpu_request import (
+    GPU_FRACTION,
+    GPU_FRACTION_CONTAINER_NAME,
+    GPU_FRACTION_NUM_DEVICES,
+    GPU_MEMORY,
+    MPS,
+    GpuRequestError,
+    ParsedGpuRequest,
+    gpu_request_from_pod,
+)
 from kai.api.namespace_queues import PROJECT_LABEL, QUEUE_LABEL, resolve_queue
 from kai.webhooks.cluster import ClusterView
 from kai.webhooks.review import Request, Verdict, json_patch
@@ -39,6 +50,63 @@ SHARED_GPU_ENV = ("NVIDIA_VISIBLE_DEVICES", "RUNAI_NUM_OF_GPUS", "GPU_PORTION")
 MAX_VOLUME_NAME = 63
 _RANDOM_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"  # as Kubernetes' rand.String: no vowels
 _random = random.Random()  # a name suffix, not a secret
+
+
+#: the annotations the GPU-request parser reads by name (it also refuses any with the MIG prefix)
+_PARSED_ANNOTATIONS = (
+    GPU_FRACTION,
+    GPU_MEMORY,
+    GPU_FRACTION_NUM_DEVICES,
+    GPU_FRACTION_CONTAINER_NAME,
+    MPS,
+)
+_MIG_PREFIX = "nvidia.com/mig-"
+_PARSED: dict[tuple[Any, ...], ParsedGpuRequest] = {}
+_PARSED_MAX = 1024
+
+
+def _gpu_request(pod: dict[str, Any]) -> ParsedGpuRequest:
+    """:func:`gpu_request_from_pod`, remembered for pods that ask the same.
+
+    The parse reads the annotations above and each container's name, resources and (init
+    containers) restart policy; the pod's name appears only in errors, which are never
+    remembered. Pods of one workload ask the same, so both pod webhooks parse each shape once
+    (the result is immutable and shared). Anything unusual is parsed every time.
+    """
+    md, spec = pod.get("metadata"), pod.get("spec")
+    if not isinstance(md, dict) or not isinstance(spec, dict):
+        return gpu_request_from_pod(pod)
+    annotations = md.get("annotations") or {}
+    if not isinstance(annotations, dict) or any(k.startswith(_MIG_PREFIX) for k in annotations):
+        return gpu_request_from_pod(pod)
+    shape: list[Any] = [annotations.get(k) for k in _PARSED_ANNOTATIONS]
+    for field in ("initContainers", "containers"):
+        containers = spec.get(field) or []
+        if not isinstance(containers, list):
+            return gpu_request_from_pod(pod)
+        shape.append(field)
+        for c in containers:
+            if not isinstance(c, dict):
+                return gpu_request_from_pod(pod)
+            resources = c.get("resources")
+            shape.append(
+                (
+                    c.get("name"),
+                    orjson.dumps(resources, option=orjson.OPT_SORT_KEYS) if resources else None,
+                    c.get("restartPolicy"),
+                )
+            )
+    try:
+        key = tuple(shape)
+        parsed = _PARSED.get(key)
+    except TypeError:  # a value that cannot be a key (e.g. a list as a name)
+        return gpu_request_from_pod(pod)
+    if parsed is None:
+        parsed = gpu_request_from_pod(pod)  # may raise: not remembered
+        if len(_PARSED) >= _PARSED_MAX:
+            _PARSED.clear()
+        _PARSED[key] = parsed
+    return parsed
 
 
 def _scheduler_pod(pod: dict[str, Any], scheduler: str) -> bool:
@@ -80,6 +148,43 @@ def _writable_copy(pod: dict[str, Any]) -> dict[str, Any]:
         if isinstance(spec.get(key), list):
             spec[key] = [dict(c) if isinstance(c, dict) else c for c in spec[key]]
     return out
+
+
+def _patch(pod: dict[str, Any], after: dict[str, Any]) -> list[dict[str, Any]]:
+    """:func:`json_patch` of ``pod`` to ``after`` (a :func:`_writable_copy` the mutation
+    changed), looking only where the mutation can write: the metadata's labels and
+    annotations, the spec's ``runtimeClassName`` and ``volumes``, and each container. The rest
+    of ``after`` is ``pod``'s own objects, shared, so comparing it would find nothing (and
+    cost as much as the pod is large). The operations are those :func:`json_patch` gives for
+    the whole pod, in the same order (tests/webhooks/test_webhook_pods.py checks this).
+    """
+    ops: list[dict[str, Any]] = []
+    for part, after_part in after.items():
+        keys = _MUTABLE.get(part)
+        if keys is None:
+            continue  # pod's own value, shared
+        if part not in pod:
+            ops.append({"op": "add", "path": f"/{part}", "value": after_part})
+            continue
+        before_part = pod[part]
+        if not isinstance(before_part, dict) or not isinstance(after_part, dict):
+            ops.extend(json_patch(before_part, after_part, [part]))
+            continue
+        for key, value in after_part.items():
+            if key not in keys:
+                continue  # written only by copying: the pod's own value
+            if key not in before_part:
+                ops.append({"op": "add", "path": f"/{part}/{key}", "value": value})
+            elif before_part[key] is not value and before_part[key] != value:
+                ops.extend(json_patch(before_part[key], value, [part, key]))
+    return ops
+
+
+#: where the mutation writes: (part of the pod) -> its keys the mutation may set
+_MUTABLE = {
+    "metadata": frozenset({"labels", "annotations"}),
+    "spec": frozenset({"runtimeClassName", "volumes", "containers", "initContainers"}),
+}
 
 
 def _set_env(container: dict[str, Any], name: str, configmap: str) -> None:
@@ -124,8 +229,7 @@ class PodMutator:
         if req.operation != "CREATE" or pod is None or not _scheduler_pod(pod, self.scheduler_name):
             return Verdict()
         after = self.mutate(pod, req.namespace)
-        ops = json_patch(pod, after)
-        return Verdict(patch=ops or None)
+        return Verdict(patch=_patch(pod, after) or None)
 
     def mutate(self, pod: dict[str, Any], namespace: str) -> dict[str, Any]:
         """The pod as it should be stored (a copy; ``pod`` is left alone)."""
@@ -144,7 +248,7 @@ class PodMutator:
             if queue:
                 md["labels"] = {**labels, QUEUE_LABEL: queue}
         try:
-            parsed = gpu_request_from_pod(out)
+            parsed = _gpu_request(out)
         except GpuRequestError:
             return out  # refused by the validating webhook, with the reason
         request = parsed.request
@@ -202,7 +306,7 @@ class PodValidator:
         if pod is None or not _scheduler_pod(pod, self.scheduler_name):
             return Verdict()
         try:
-            gpu_request_from_pod(pod)
+            _gpu_request(pod)
         except GpuRequestError as exc:
             return Verdict.deny(str(exc))
         labels = (pod.get("metadata") or {}).get("labels") or {}

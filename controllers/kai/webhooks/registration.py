@@ -12,7 +12,11 @@ One ValidatingWebhookConfiguration and one MutatingWebhookConfiguration, both na
 The pod webhooks carry a match condition on ``spec.schedulerName`` and a namespace selector that
 leaves out ``kube-system`` and kai's own namespace, so an outage of ``kai webhook`` stops only
 pods meant for kai (which could not run correctly without it), never the rest of the cluster.
-docs/webhooks.md explains each choice.
+A second match condition (CEL, evaluated inside the API server) sends a pod only when the
+webhook could act on it: the mutating one when the pod might get a queue label, GPU sharing or a
+runtime class (:func:`mutation_condition`), the validating one when the pod carries something
+the validation can refuse (:func:`validation_condition`). Every other pod of kai costs the API
+server no call. docs/webhooks.md explains each choice.
 """
 
 from __future__ import annotations
@@ -21,6 +25,15 @@ import base64
 import logging
 from typing import Any
 
+from kai.api.gpu_request import (
+    GPU_FRACTION,
+    GPU_FRACTION_CONTAINER_NAME,
+    GPU_FRACTION_NUM_DEVICES,
+    GPU_MEMORY,
+    GPU_RESOURCE,
+    MPS,
+)
+from kai.api.namespace_queues import PROJECT_LABEL, QUEUE_LABEL
 from kai.kube.client import ApiError, Kube, Resource
 
 log = logging.getLogger("kai.webhook")
@@ -61,7 +74,93 @@ def _client(base: dict[str, Any], path: str, ca_bundle: bytes) -> dict[str, Any]
     return config
 
 
-def _pod_scope(namespace: str, scheduler_name: str) -> dict[str, Any]:
+#: what the GPU-request parser reads besides GPU_RESOURCE: resources and annotations with this
+#: prefix are MIG profiles (annotations of it are refused as legacy MIG)
+MIG_PREFIX = "nvidia.com/mig-"
+#: the annotations the GPU-request parser reads (kai.api.gpu_request); any other annotation
+#: cannot make it refuse a pod or share a GPU
+GPU_ANNOTATIONS = (
+    GPU_FRACTION,
+    GPU_MEMORY,
+    GPU_FRACTION_NUM_DEVICES,
+    GPU_FRACTION_CONTAINER_NAME,
+    MPS,
+)
+
+
+def _has_label(name: str) -> str:
+    """CEL: the pod has the label ``name`` with a non-empty value."""
+    key = _cel_string(name)
+    return (
+        f"(has(object.metadata.labels) && {key} in object.metadata.labels && "
+        f"object.metadata.labels[{key}] != '')"
+    )
+
+
+def _has_annotation(*names: str) -> str:
+    keys = " || ".join(f"{_cel_string(n)} in object.metadata.annotations" for n in names)
+    return f"(has(object.metadata.annotations) && ({keys}))"
+
+
+def mutation_condition(gpu_runtime_class: str = "") -> str:
+    """CEL: the pod may need kai's mutation (:class:`kai.webhooks.pods.PodMutator`), exactly:
+
+    - no non-empty queue label and no legacy ``project`` label: the namespace binding may give
+      it one (the binding lives in the cluster, so every such pod is sent);
+    - a ``gpu-fraction`` or ``gpu-memory`` annotation: GPU sharing's env, volume, ConfigMaps;
+    - with a GPU runtime class configured, no ``runtimeClassName`` (the webhook decides whether
+      the pod uses a GPU).
+
+    A pod outside all three is left exactly as it is by the mutation, so it is not sent.
+    """
+    labelled = f"({_has_label(QUEUE_LABEL)} || {_has_label(PROJECT_LABEL)})"
+    parts = [f"!{labelled}", _has_annotation(GPU_FRACTION, GPU_MEMORY)]
+    if gpu_runtime_class:
+        parts.append("(!has(object.spec.runtimeClassName) || object.spec.runtimeClassName == '')")
+    return " || ".join(parts)
+
+
+def _gpu_resources(containers: str) -> str:
+    """CEL: a container of ``object.spec.<containers>`` asks for a GPU or MIG resource."""
+
+    def asks(field: str) -> str:
+        return (
+            f"(has(c.resources.{field}) && c.resources.{field}.exists(k, "
+            f"k == {_cel_string(GPU_RESOURCE)} || k.startsWith({_cel_string(MIG_PREFIX)})))"
+        )
+
+    return (
+        f"(has(object.spec.{containers}) && object.spec.{containers}.exists(c, "
+        f"has(c.resources) && ({asks('limits')} || {asks('requests')})))"
+    )
+
+
+def validation_condition() -> str:
+    """CEL: the pod carries something :class:`kai.webhooks.pods.PodValidator` can refuse:
+
+    - a non-empty queue label (the queue must exist, be a leaf and take the namespace);
+    - an annotation the GPU-request parser reads, or one with the MIG prefix (legacy MIG);
+    - a container or init container asking for ``nvidia.com/gpu`` or a MIG profile.
+
+    Without any of them the parser finds no GPU request and nothing to contradict, and there
+    is no queue to check: the pod would be allowed, so it is not sent.
+    """
+    mig_annotation = (
+        "(has(object.metadata.annotations) && object.metadata.annotations.exists(k, "
+        f"k.startsWith({_cel_string(MIG_PREFIX)})))"
+    )
+    return " || ".join(
+        [
+            _has_label(QUEUE_LABEL),
+            _has_annotation(*GPU_ANNOTATIONS),
+            mig_annotation,
+            _gpu_resources("containers"),
+            _gpu_resources("initContainers"),
+        ]
+    )
+
+
+def _pod_scope(namespace: str, scheduler_name: str, condition: tuple[str, str]) -> dict[str, Any]:
     return {
         "namespaceSelector": {
             "matchExpressions": [
@@ -76,7 +175,8 @@ def _pod_scope(namespace: str, scheduler_name: str) -> dict[str, Any]:
             {
                 "name": "kai-scheduler-pods",
                 "expression": f"object.spec.schedulerName == {_cel_string(scheduler_name)}",
-            }
+            },
+            {"name": condition[0], "expression": condition[1]},
         ],
     }
 
@@ -91,12 +191,20 @@ def configurations(
     *,
     namespace: str = "kai-scheduler",
     scheduler_name: str = "kai-scheduler",
+    gpu_runtime_class: str = "",
 ) -> tuple[dict[str, Any], dict[str, Any]]:
     """The (validating, mutating) configurations. ``client`` is ``{"url": BASE}`` or
-    ``{"service": {"namespace", "name", "port"}}``; each webhook appends its path."""
+    ``{"service": {"namespace", "name", "port"}}``; each webhook appends its path.
+    ``gpu_runtime_class`` is the webhook's ``--gpu-runtime-class`` (it widens the mutating
+    webhook's match condition)."""
     labels = {"app.kubernetes.io/part-of": "kai", "app.kubernetes.io/managed-by": "kai"}
     common = {"admissionReviewVersions": ["v1"], "sideEffects": "None"}
-    pods = _pod_scope(namespace, scheduler_name)
+    validated_pods = _pod_scope(
+        namespace, scheduler_name, ("kai-can-refuse", validation_condition())
+    )
+    mutated_pods = _pod_scope(
+        namespace, scheduler_name, ("kai-may-mutate", mutation_condition(gpu_runtime_class))
+    )
     validating = {
         "apiVersion": "admissionregistration.k8s.io/v1",
         "kind": "ValidatingWebhookConfiguration",
@@ -167,7 +275,7 @@ def configurations(
                 ],
                 "failurePolicy": "Fail",
                 "timeoutSeconds": 3,
-                **pods,
+                **validated_pods,
                 **common,
             },
         ],
@@ -192,7 +300,7 @@ def configurations(
                 "failurePolicy": "Fail",
                 "timeoutSeconds": 3,
                 "reinvocationPolicy": "IfNeeded",
-                **pods,
+                **mutated_pods,
                 **common,
             }
         ],
