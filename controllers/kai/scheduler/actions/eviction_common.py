@@ -107,15 +107,9 @@ class Context:
 
     def fits_as_is(self, solver: VictimSolver) -> bool:
         """Does the solver's job fit without any victim (``solver.fits([])``)? Jobs alike for
-        placement (see ``_placement_likeness``) get the same answer until the next commit."""
-        key = _placement_likeness(self.session, solver.job, solver.tasks)
-        if key is None:
-            return solver.fits([]) is not None
-        found = self.cache.fits_as_is.get(key)
-        if found is None:
-            found = solver.fits([]) is not None
-            self.cache.fits_as_is[key] = found
-        return found
+        placement (see ``_placement_likeness``) get the same answer until the next commit
+        (the solver's probe memo)."""
+        return solver.fits([]) is not None
 
     def candidates(
         self, key: tuple[object, ...], tasks: list[TaskInfo], build: Callable[[], list[VictimUnit]]
@@ -187,18 +181,17 @@ class Context:
                 return False
         return True
 
-    def memo(self, key: tuple[object, ...], compute: Callable[[], bool]) -> bool:
-        """A yes/no answer that reads the cluster, kept until the next commit."""
-        answers = self.cache.answers
-        if key not in answers:
-            answers[key] = compute()
-        return answers[key]
-
     def solver(
         self, statement: Statement, job: JobInfo, tasks: list[TaskInfo], reason: str
     ) -> VictimSolver:
         solver = VictimSolver(self.session, statement, job, tasks, reason)
         solver.replay_order = self.cache.replay_order
+        likeness = _placement_likeness(self.session, job, tasks)
+        if likeness is not None:
+            # probes of jobs alike for placement, with the same units evicted, get the same
+            # answer until the next commit
+            solver.probes = self.cache.probes
+            solver.likeness = likeness
         return solver
 
 

@@ -78,13 +78,16 @@ def _attempt(
 def _candidate_units(session: Session, job: JobInfo, context: Context) -> list[VictimUnit]:
     """Every unit of preemptible jobs of other queues, protected ones offering extras only."""
     units: list[VictimUnit] = []
+    queue = job.queue
+    # a function of the two queues, the victim's spec and the session's clock: kept for the session
+    known = session.search_cache.reclaim_protected
     for victim in context.preemptible_jobs():
-        if victim is job or victim.queue == job.queue:
+        if victim is job or victim.queue == queue:
             continue
-        protected = context.memo(
-            ("reclaim-protected", job.queue, victim.uid),
-            partial(reclaim_protected, session, job, victim),
-        )
+        protected = known.get((queue, victim.uid))
+        if protected is None:
+            protected = reclaim_protected(session, job, victim)
+            known[(queue, victim.uid)] = protected
         units.extend(context.units(victim, extras_only=protected))
     return units
 
