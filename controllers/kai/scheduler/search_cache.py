@@ -79,8 +79,8 @@ class SearchCache:
         #: a job's victim-search kind, per job uid
         self.search_kinds: dict[str, tuple[int, object]] = {}
         # ---- fixed for the session (they read only specs, the queue tree, the config and now)
-        #: reclaim min-runtime protection per (reclaimer queue, victim job uid)
-        self.reclaim_protected: dict[tuple[str, str], bool] = {}
+        #: reclaim min runtime per (reclaimer queue, victim queue)
+        self.reclaim_min_runtimes: dict[tuple[str, str], float] = {}
         # ---- names, never stale
         #: likeness number per (queue, resources, elastic extra) of a victim unit
         self.likeness: dict[tuple[str, Vector, bool], int] = {}
