@@ -46,6 +46,9 @@ class SearchCache:
 
     def __init__(self, session: Session) -> None:
         self._session = session
+        #: the number of commits so far (a reader that kept something computed from the
+        #: cluster knows from it whether the cluster changed since)
+        self.generation = 0
         # ---- the cluster as the last commit left it (cleared by ``committed``)
         #: candidate victim units per search description (e.g. reclaim and the queue)
         self.candidates: dict[Key, list[VictimUnit]] = {}
@@ -101,6 +104,7 @@ class SearchCache:
 
     def committed(self) -> None:
         """The cluster changed for good (a statement committed): drop what read it."""
+        self.generation += 1
         self.candidates.clear()
         self.reachable.clear()
         self.victim_orders.clear()

@@ -231,18 +231,28 @@ def run_jobs(
         session.config.queue_depth_per_action.get(action),
     )
     context = Context(session)
+    cache = session.search_cache
     failed: dict[tuple[object, ...], list[list[Vector]]] = {}
-    while (job := order.pop()) is not None:
+    # Most popped jobs change nothing: popped as not placed, the order keeps its queue keys
+    # when the leaf's next job asks the same (the keys are then the same values); after a
+    # commit the popped job's queue path is ordered again, as a plain pop would have had it.
+    while (job := order.pop(_not_placing)) is not None:
         tasks = tasks_to_allocate(job)
         if not tasks:
             continue
         kind, needs = _kind_of(session, job, tasks)
         if any(_at_least(needs, old) for old in failed.get(kind, ())):
             continue  # a job of the same kind, no larger, already found nothing
-        pending = job.pending
+        pending, generation = job.pending, cache.generation
         hopeless = attempt(session, job, tasks, next_request(session, job), context)
+        if cache.generation != generation:
+            order.changed(job)
         if job.pending == pending and hopeless:  # (a commit cleared the search cache)
             failed.setdefault(kind, []).append(needs)
+
+
+def _not_placing(job: JobInfo) -> bool:
+    return False
 
 
 def _placement_likeness(
