@@ -59,6 +59,9 @@ class VictimUnit:
     #: this unit's number in the session (units are cut again, with new numbers, when their
     #: job moved); set by the victim actions' context, -1 until then
     serial: int = -1
+    #: ``_unit_key`` of the unit, once asked (a function of fixed job fields and the unit's
+    #: kind and position)
+    order_key: tuple[object, ...] | None = None
 
     @property
     def queue(self) -> str:
@@ -182,8 +185,12 @@ def next_request(session: Session, job: JobInfo) -> Vector:
 def _unit_key(unit: VictimUnit) -> tuple[object, ...]:
     """Reverse job order inside a leaf: lower priority, extras before members before cores,
     younger job, then name (reversed), then the unit's own position in its job."""
-    job = unit.job
-    return (job.priority, unit.kind, -job.spec.created_at, _reverse(job.name), unit.seq)
+    found = unit.order_key
+    if found is None:
+        job = unit.job
+        found = (job.priority, unit.kind, -job.spec.created_at, _reverse(job.name), unit.seq)
+        unit.order_key = found
+    return found
 
 
 def _reverse(name: str) -> tuple[int, ...]:
