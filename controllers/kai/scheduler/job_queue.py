@@ -114,6 +114,12 @@ class JobsOrderByQueues:
         self._mark(leaf)
         return job
 
+    def changed(self, job: JobInfo) -> None:
+        """The allocations changed after ``job`` was popped with ``placing(job)`` False (e.g.
+        it was placed after all): its leaf's path is ordered again as if ``pop`` had been told
+        so. The caller keeps the keys of the other queues as they are."""
+        self._mark(self._leaves[job.queue])
+
     def _mark(self, node: _QueueNode | None) -> None:
         while node is not None:
             node.dirty = True

@@ -46,6 +46,9 @@ class SearchCache:
 
     def __init__(self, session: Session) -> None:
         self._session = session
+        #: the number of commits so far (a reader that kept something computed from the
+        #: cluster knows from it whether the cluster changed since)
+        self.generation = 0
         # ---- the cluster as the last commit left it (cleared by ``committed``)
         #: candidate victim units per search description (e.g. reclaim and the queue)
         self.candidates: dict[Key, list[VictimUnit]] = {}
@@ -58,16 +61,17 @@ class SearchCache:
         self.verdicts: dict[Key, dict[tuple[int, ...], bool]] = {}
         #: the sets behind those verdicts that were fair, to grow them by one unit
         self.fair_sets: dict[Key, dict[tuple[int, ...], FairSet]] = {}
-        #: "fits without victims" per placement likeness
-        self.fits_as_is: dict[Key, bool] = {}
+        #: victim-search probes per (placement likeness, serial numbers of the units evicted):
+        #: the nodes the job's tasks land on (``VictimSolver.fits``), or None; and, under
+        #: ("apply", ...), the applications that failed before their validation (the job does
+        #: not fit, or a victim that must move cannot)
+        self.probes: dict[Key, list[int] | None] = {}
         #: GPU room with the candidates of a reachable-candidates key evicted
         self.room_with: dict[Key, float] = {}
         #: node resources with the candidates of a reachable-candidates key evicted
         self.freeable: dict[Key, FloatArray] = {}
         #: queue order keys of the victim actions' job loops, per (queue, request)
         self.queue_keys: dict[tuple[str, Vector], QueueOrderKey] = {}
-        #: other yes/no answers that read the cluster (e.g. min-runtime protection)
-        self.answers: dict[Key, bool] = {}
         #: idle plus releasing GPUs of the cluster
         self.gpu_room: float | None = None
         # ---- one job's state (valid for the job version stored with the value)
@@ -77,6 +81,9 @@ class SearchCache:
         self.next_requests: dict[str, tuple[int, Vector]] = {}
         #: a job's victim-search kind, per job uid
         self.search_kinds: dict[str, tuple[int, object]] = {}
+        # ---- fixed for the session (they read only specs, the queue tree, the config and now)
+        #: reclaim min runtime per (reclaimer queue, victim queue)
+        self.reclaim_min_runtimes: dict[tuple[str, str], float] = {}
         # ---- names, never stale
         #: likeness number per (queue, resources, elastic extra) of a victim unit
         self.likeness: dict[tuple[str, Vector, bool], int] = {}
@@ -97,16 +104,16 @@ class SearchCache:
 
     def committed(self) -> None:
         """The cluster changed for good (a statement committed): drop what read it."""
+        self.generation += 1
         self.candidates.clear()
         self.reachable.clear()
         self.victim_orders.clear()
         self.verdicts.clear()
         self.fair_sets.clear()
-        self.fits_as_is.clear()
+        self.probes.clear()
         self.room_with.clear()
         self.freeable.clear()
         self.queue_keys.clear()
-        self.answers.clear()
         self.gpu_room = None
 
 

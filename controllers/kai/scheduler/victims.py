@@ -59,6 +59,9 @@ class VictimUnit:
     #: this unit's number in the session (units are cut again, with new numbers, when their
     #: job moved); set by the victim actions' context, -1 until then
     serial: int = -1
+    #: ``_unit_key`` of the unit, once asked (a function of fixed job fields and the unit's
+    #: kind and position)
+    order_key: tuple[object, ...] | None = None
 
     @property
     def queue(self) -> str:
@@ -182,8 +185,12 @@ def next_request(session: Session, job: JobInfo) -> Vector:
 def _unit_key(unit: VictimUnit) -> tuple[object, ...]:
     """Reverse job order inside a leaf: lower priority, extras before members before cores,
     younger job, then name (reversed), then the unit's own position in its job."""
-    job = unit.job
-    return (job.priority, unit.kind, -job.spec.created_at, _reverse(job.name), unit.seq)
+    found = unit.order_key
+    if found is None:
+        job = unit.job
+        found = (job.priority, unit.kind, -job.spec.created_at, _reverse(job.name), unit.seq)
+        unit.order_key = found
+    return found
 
 
 def _reverse(name: str) -> tuple[int, ...]:
@@ -352,6 +359,11 @@ class VictimSolver:
         #: the stability replay's allocate order, shared by the searches of one action (None:
         #: built for each replay)
         self.replay_order: ReplayOrder | None = None
+        #: the probe memo (``SearchCache.probes``) and what a probe of this job depends on
+        #: besides the cluster and the units evicted (its placement likeness), set by the
+        #: victim actions' context for jobs where that is known (None: every probe runs)
+        self.probes: dict[tuple[object, ...], list[int] | None] | None = None
+        self.likeness: tuple[object, ...] = ()
 
     # -- probes -------------------------------------------------------------------------------
     def _evict(self, units: Iterable[VictimUnit]) -> None:
@@ -372,12 +384,31 @@ class VictimSolver:
         return [t.node for t in self.tasks]
 
     def fits(self, units: Sequence[VictimUnit]) -> list[int] | None:
-        """Would the job fit with ``units`` evicted? Leaves the statement unchanged."""
+        """Would the job fit with ``units`` evicted? Leaves the statement unchanged. The nodes
+        used (do not modify the list), or None."""
+        probes, key = self.probes, self._probe_key("fits", units)
+        if probes is not None and key is not None and key in probes:
+            return probes[key]
         cp = self.statement.checkpoint()
         self._evict(units)
         used = self._place()
         self.statement.rollback(cp)
+        if probes is not None and key is not None:
+            probes[key] = used
         return used
+
+    def _probe_key(self, kind: str, units: Sequence[VictimUnit]) -> tuple[object, ...] | None:
+        """The probe memo's key of a probe with ``units`` evicted, or None when the probe must
+        run. A probe reads the cluster, the job's placement likeness and the units; the memo
+        is valid while the cluster is as the last commit left it: the session's search cache
+        clears it on every commit, and a statement holding operations (a probe in the middle
+        of an application) is never answered from it."""
+        if self.probes is None or self.statement.operations:
+            return None
+        serials = tuple([u.serial for u in units])
+        if serials and min(serials) < 0:
+            return None  # units not numbered by the context: no stable name
+        return (kind, self.likeness, serials)
 
     # -- search -------------------------------------------------------------------------------
     def smallest_prefix(
@@ -451,20 +482,32 @@ class VictimSolver:
         """Evict ``units``, pipeline the job, re-place victims when ``move``; validate; check
         that the next cycle's allocate would keep the job placed (:mod:`kai.scheduler.replay`). On
         failure the statement is rolled back to where it was and None is returned."""
+        # a failure before the validation depends only on what a probe reads (the job does not
+        # fit, or a victim that must move cannot): remembered in the probe memo
+        probes, found = self.probes, self._probe_key("move" if move else "evict", units)
+        key: tuple[object, ...] = ()
+        if probes is None or found is None:
+            probes = {}  # not remembered
+        else:
+            key = (*found, all_must_move)
+        if key in probes:
+            return None  # (only failures are kept)
         cp = self.statement.checkpoint()
         self._evict(units)
         if self._place() is None:
             self.statement.rollback(cp)
+            probes[key] = None
             return None
         solution = Solution()
         for unit in units:
             if move and self._move(unit):
                 solution.moved.append(unit)
+            elif all_must_move:  # one victim stays evicted: no need to move the others
+                self.statement.rollback(cp)
+                probes[key] = None
+                return None
             else:
                 solution.victims.append(unit)
-        if all_must_move and solution.victims:
-            self.statement.rollback(cp)
-            return None
         if validate is not None and not validate(solution.victims, solution.moved):
             self.statement.rollback(cp)
             return None

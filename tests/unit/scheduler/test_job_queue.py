@@ -108,3 +108,25 @@ def test_departments_compared_before_leaves() -> None:
     order = _order(jobs, usage, [])
     first = order.pop()
     assert first is not None and first.uid == "c1"
+
+
+def test_popping_as_not_placed_then_changed_orders_as_plain_pops() -> None:
+    """The victim actions pop every job as not placed and call ``changed`` only when a job was
+    placed after all: the order is the one plain pops give with the same placements."""
+
+    def run(tell: bool) -> list[str]:
+        jobs = [FakeJob(f"{q}{i}", q, i) for q in "abc" for i in range(4)]
+        usage = {"a": 0.0, "b": 0.5, "c": 0.25}
+        order = _order(jobs, usage, [])
+        got: list[str] = []
+        while (job := (order.pop(lambda _: False) if tell else order.pop())) is not None:
+            got.append(job.uid)
+            if job.uid.endswith(("0", "2")):  # placed: its queue's usage grows
+                usage[job.queue] += 1.5
+                if tell:
+                    order.changed(job)
+        return got
+
+    plain = run(False)
+    assert len(plain) == 12 and plain != sorted(plain)
+    assert run(True) == plain

@@ -147,6 +147,7 @@ def test_a_commit_clears_what_reads_the_cluster_and_job_entries_follow_versions(
     statement.commit()
     assert not cache.candidates and not cache.reachable and not cache.room_with
     assert cache.gpu_room is None and not cache.victim_orders and not cache.verdicts
+    assert not cache.probes
     # per-job entries carry the job's version: the moved job's units are cut again, the
     # request of an unchanged job is kept
     assert context.units(victim) is not units
@@ -164,3 +165,56 @@ def test_a_job_uid_given_twice_is_refused() -> None:
     doubled = Snapshot(**{**snapshot.__dict__, "jobs": [*snapshot.jobs, snapshot.jobs[0]]})
     with pytest.raises(SnapshotError, match=f"job '{snapshot.jobs[0].uid}' appears twice"):
         Session(doubled)
+
+
+def _full_cycle(snapshot: Snapshot, memo: bool) -> tuple[dict[str, str], int]:
+    """The decision digests of a five-action session on ``snapshot`` with the victim search's
+    probe memo on or off, and how many probes the memo answered."""
+    from digests import result_digests
+    from kai.scheduler.errors import IMPLEMENTED_ACTIONS
+    from kai.scheduler.session import run_session
+    from kai.scheduler.victims import VictimSolver
+
+    hits = 0
+    real_key = VictimSolver._probe_key
+
+    def probe_key(solver: VictimSolver, kind: str, units: object) -> tuple[object, ...] | None:
+        nonlocal hits
+        if not memo:
+            return None
+        key = real_key(solver, kind, units)  # type: ignore[arg-type]
+        if key is not None and solver.probes is not None:
+            hits += any(k[:3] == key for k in solver.probes)
+        return key
+
+    VictimSolver._probe_key = probe_key  # type: ignore[assignment,method-assign]
+    try:
+        result = run_session(snapshot, list(IMPLEMENTED_ACTIONS))
+    finally:
+        VictimSolver._probe_key = real_key  # type: ignore[method-assign]
+    return result_digests(result), hits
+
+
+def test_the_probe_memo_changes_no_decision() -> None:
+    """Victim-search probes of jobs alike for placement, with the same units evicted, are
+    answered from the search cache until the next commit (``SearchCache.probes``): every
+    decision and reason of a full cycle must be the same with the memo off, on random clusters
+    and under the settings that change what the victim actions do."""
+    from dataclasses import replace
+
+    answered = 0
+    for seed, nodes, config in [
+        (1, 48, {}),
+        (2, 64, {}),
+        (3, 40, {"allow_consolidating_reclaim": False}),
+        (4, 56, {"max_consolidation_preemptees": 1}),
+        (5, 48, {"max_consolidation_preemptees": -1, "placement_cpu": "spread"}),
+        (6, 72, {"reclaim_min_runtime_resolve": "queue", "default_reclaim_min_runtime": 600.0}),
+    ]:
+        snapshot = to_snapshot(generate(nodes, seed=seed))
+        snapshot = replace(snapshot, config=replace(snapshot.config, **config))
+        with_memo, hits = _full_cycle(snapshot, memo=True)
+        without, _ = _full_cycle(snapshot, memo=False)
+        assert with_memo == without, f"seed {seed}, {config}"
+        answered += hits
+    assert answered > 100  # the memo was really used (else this test proves nothing)

@@ -107,15 +107,9 @@ class Context:
 
     def fits_as_is(self, solver: VictimSolver) -> bool:
         """Does the solver's job fit without any victim (``solver.fits([])``)? Jobs alike for
-        placement (see ``_placement_likeness``) get the same answer until the next commit."""
-        key = _placement_likeness(self.session, solver.job, solver.tasks)
-        if key is None:
-            return solver.fits([]) is not None
-        found = self.cache.fits_as_is.get(key)
-        if found is None:
-            found = solver.fits([]) is not None
-            self.cache.fits_as_is[key] = found
-        return found
+        placement (see ``_placement_likeness``) get the same answer until the next commit
+        (the solver's probe memo)."""
+        return solver.fits([]) is not None
 
     def candidates(
         self, key: tuple[object, ...], tasks: list[TaskInfo], build: Callable[[], list[VictimUnit]]
@@ -187,18 +181,17 @@ class Context:
                 return False
         return True
 
-    def memo(self, key: tuple[object, ...], compute: Callable[[], bool]) -> bool:
-        """A yes/no answer that reads the cluster, kept until the next commit."""
-        answers = self.cache.answers
-        if key not in answers:
-            answers[key] = compute()
-        return answers[key]
-
     def solver(
         self, statement: Statement, job: JobInfo, tasks: list[TaskInfo], reason: str
     ) -> VictimSolver:
         solver = VictimSolver(self.session, statement, job, tasks, reason)
         solver.replay_order = self.cache.replay_order
+        likeness = _placement_likeness(self.session, job, tasks)
+        if likeness is not None:
+            # probes of jobs alike for placement, with the same units evicted, get the same
+            # answer until the next commit
+            solver.probes = self.cache.probes
+            solver.likeness = likeness
         return solver
 
 
@@ -238,18 +231,28 @@ def run_jobs(
         session.config.queue_depth_per_action.get(action),
     )
     context = Context(session)
+    cache = session.search_cache
     failed: dict[tuple[object, ...], list[list[Vector]]] = {}
-    while (job := order.pop()) is not None:
+    # Most popped jobs change nothing: popped as not placed, the order keeps its queue keys
+    # when the leaf's next job asks the same (the keys are then the same values); after a
+    # commit the popped job's queue path is ordered again, as a plain pop would have had it.
+    while (job := order.pop(_not_placing)) is not None:
         tasks = tasks_to_allocate(job)
         if not tasks:
             continue
         kind, needs = _kind_of(session, job, tasks)
         if any(_at_least(needs, old) for old in failed.get(kind, ())):
             continue  # a job of the same kind, no larger, already found nothing
-        pending = job.pending
+        pending, generation = job.pending, cache.generation
         hopeless = attempt(session, job, tasks, next_request(session, job), context)
+        if cache.generation != generation:
+            order.changed(job)
         if job.pending == pending and hopeless:  # (a commit cleared the search cache)
             failed.setdefault(kind, []).append(needs)
+
+
+def _not_placing(job: JobInfo) -> bool:
+    return False
 
 
 def _placement_likeness(

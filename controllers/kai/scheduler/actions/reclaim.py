@@ -25,7 +25,7 @@ from kai.scheduler.actions.eviction_common import Candidates, Context, note, run
 from kai.scheduler.fairshare.reclaim import EMPTY_FAIR_SET, ReclaimJudge, VictimChunk
 from kai.scheduler.fairshare.resources import Vector
 from kai.scheduler.jobs import JobInfo, TaskInfo
-from kai.scheduler.plugins.min_runtime import reclaim_protected
+from kai.scheduler.plugins.min_runtime import is_protected, reclaim_min_runtime
 from kai.scheduler.statement import Statement
 from kai.scheduler.victims import EXTRA, VictimSolver, VictimUnit, gpus_needed
 
@@ -78,13 +78,17 @@ def _attempt(
 def _candidate_units(session: Session, job: JobInfo, context: Context) -> list[VictimUnit]:
     """Every unit of preemptible jobs of other queues, protected ones offering extras only."""
     units: list[VictimUnit] = []
+    queue, now = job.queue, session.snapshot.now
+    # a function of the two queues and the queue tree: kept for the session
+    runtimes = session.search_cache.reclaim_min_runtimes
     for victim in context.preemptible_jobs():
-        if victim is job or victim.queue == job.queue:
+        if victim is job or victim.queue == queue:
             continue
-        protected = context.memo(
-            ("reclaim-protected", job.queue, victim.uid),
-            partial(reclaim_protected, session, job, victim),
-        )
+        runtime = runtimes.get((queue, victim.queue))
+        if runtime is None:
+            runtime = reclaim_min_runtime(session, queue, victim.queue)
+            runtimes[(queue, victim.queue)] = runtime
+        protected = is_protected(victim, runtime, now)  # as reclaim_protected
         units.extend(context.units(victim, extras_only=protected))
     return units
 
@@ -100,11 +104,16 @@ def _search(
     # First try: every unit that is fair on its own, then the trimmed set must be fair as a
     # whole. If it is not, search again accepting a unit only while the set taken so far stays
     # fair (a stricter but always consistent budget per victim queue).
+    tried: set[tuple[int, ...]] = set()  # the unit sets applied (in the same state) and failed
     for accept in (fairness.alone, fairness.with_unit):
         prefix = solver.smallest_prefix(context.ordered(candidates), accept)
         if prefix is None:
             return False  # no room even with every unit fair on its own: a subset cannot do it
         units = solver.minimise(prefix)
+        serials = tuple([u.serial for u in units])
+        if serials in tried and min(serials, default=0) >= 0:
+            continue  # the second pass trimmed to the same set: the same failure
+        tried.add(serials)
         solution = solver.apply(
             units,
             move=True,  # as KAI: a victim that fits elsewhere is re-placed, whatever the flag
