@@ -88,7 +88,7 @@ def _candidate_units(session: Session, job: JobInfo, context: Context) -> list[V
         if runtime is None:
             runtime = reclaim_min_runtime(session, queue, victim.queue)
             runtimes[(queue, victim.queue)] = runtime
-        protected = is_protected(victim, runtime, now)  # as reclaim_protected
+        protected = is_protected(victim, runtime, now)
         units.extend(context.units(victim, extras_only=protected))
     return units
 

@@ -70,8 +70,3 @@ def is_protected(job: JobInfo, min_runtime: float, now: float) -> bool:
 def preempt_protected(session: Session, victim: JobInfo) -> bool:
     runtime = preempt_min_runtime(session, victim.queue)
     return is_protected(victim, runtime, session.snapshot.now)
-
-
-def reclaim_protected(session: Session, reclaimer: JobInfo, victim: JobInfo) -> bool:
-    runtime = reclaim_min_runtime(session, reclaimer.queue, victim.queue)
-    return is_protected(victim, runtime, session.snapshot.now)
