@@ -26,7 +26,7 @@ def _matches(expression: str, obj: dict[str, Any]) -> bool:
 
 
 def test_the_mig_prefix_is_the_parsers() -> None:
-    assert registration.MIG_PREFIX == gpu_request._MIG_PREFIX
+    assert registration.MIG_PREFIX == gpu_request.MIG_PREFIX
 
 
 @pytest.mark.parametrize("runtime_class", ["", "nvidia"])

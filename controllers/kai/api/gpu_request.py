@@ -77,7 +77,17 @@ GPU_FRACTION_NUM_DEVICES = "gpu-fraction-num-devices"
 GPU_FRACTION_CONTAINER_NAME = "gpu-fraction-container-name"
 MPS = "mps"
 GPU_RESOURCE = "nvidia.com/gpu"
-_MIG_PREFIX = "nvidia.com/mig-"
+#: resources (and refused legacy annotations) with this prefix are MIG profiles
+MIG_PREFIX = "nvidia.com/mig-"
+#: the annotations :func:`gpu_request_from_pod` reads by name (besides refusing any with
+#: ``MIG_PREFIX``): no other annotation can change its answer
+PARSED_ANNOTATIONS = (
+    GPU_FRACTION,
+    GPU_MEMORY,
+    GPU_FRACTION_NUM_DEVICES,
+    GPU_FRACTION_CONTAINER_NAME,
+    MPS,
+)
 _MIG_PROFILE = re.compile(r"nvidia\.com/mig-(?P<slices>[1-9][0-9]*)g\.(?P<mem>[1-9][0-9]*)gb")
 _POSITIVE_INT = re.compile(r"[1-9][0-9]*")
 
@@ -280,7 +290,7 @@ def parse_gpu_request(
 
 def _reject_legacy_mig(pod: str, annotations: Mapping[str, str]) -> None:
     for key in sorted(annotations):
-        if key.startswith(_MIG_PREFIX):
+        if key.startswith(MIG_PREFIX):
             raise GpuRequestError(
                 pod,
                 f"annotation {key}",
@@ -296,7 +306,7 @@ def _mig_requests(pod: str, containers: Sequence[ContainerResources]) -> list[tu
             name
             for c in containers
             for name in (*c.limits, *c.requests)
-            if name.startswith(_MIG_PREFIX)
+            if name.startswith(MIG_PREFIX)
         }
     )
     mig: list[tuple[str, int]] = []

@@ -30,11 +30,8 @@ from typing import Any
 import orjson
 
 from kai.api.gpu_request import (
-    GPU_FRACTION,
-    GPU_FRACTION_CONTAINER_NAME,
-    GPU_FRACTION_NUM_DEVICES,
-    GPU_MEMORY,
-    MPS,
+    MIG_PREFIX,
+    PARSED_ANNOTATIONS,
     GpuRequestError,
     ParsedGpuRequest,
     gpu_request_from_pod,
@@ -52,15 +49,6 @@ _RANDOM_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"  # as Kubernetes' rand.String: 
 _random = random.Random()  # a name suffix, not a secret
 
 
-#: the annotations the GPU-request parser reads by name (it also refuses any with the MIG prefix)
-_PARSED_ANNOTATIONS = (
-    GPU_FRACTION,
-    GPU_MEMORY,
-    GPU_FRACTION_NUM_DEVICES,
-    GPU_FRACTION_CONTAINER_NAME,
-    MPS,
-)
-_MIG_PREFIX = "nvidia.com/mig-"
 _PARSED: dict[tuple[Any, ...], ParsedGpuRequest] = {}
 _PARSED_MAX = 1024
 
@@ -68,7 +56,7 @@ _PARSED_MAX = 1024
 def _gpu_request(pod: dict[str, Any]) -> ParsedGpuRequest:
     """:func:`gpu_request_from_pod`, remembered for pods that ask the same.
 
-    The parse reads the annotations above and each container's name, resources and (init
+    The parse reads the ``PARSED_ANNOTATIONS`` and each container's name, resources and (init
     containers) restart policy; the pod's name appears only in errors, which are never
     remembered. Pods of one workload ask the same, so both pod webhooks parse each shape once
     (the result is immutable and shared). Anything unusual is parsed every time.
@@ -77,9 +65,9 @@ def _gpu_request(pod: dict[str, Any]) -> ParsedGpuRequest:
     if not isinstance(md, dict) or not isinstance(spec, dict):
         return gpu_request_from_pod(pod)
     annotations = md.get("annotations") or {}
-    if not isinstance(annotations, dict) or any(k.startswith(_MIG_PREFIX) for k in annotations):
+    if not isinstance(annotations, dict) or any(k.startswith(MIG_PREFIX) for k in annotations):
         return gpu_request_from_pod(pod)
-    shape: list[Any] = [annotations.get(k) for k in _PARSED_ANNOTATIONS]
+    shape: list[Any] = [annotations.get(k) for k in PARSED_ANNOTATIONS]
     for field in ("initContainers", "containers"):
         containers = spec.get(field) or []
         if not isinstance(containers, list):

@@ -27,11 +27,10 @@ from typing import Any
 
 from kai.api.gpu_request import (
     GPU_FRACTION,
-    GPU_FRACTION_CONTAINER_NAME,
-    GPU_FRACTION_NUM_DEVICES,
     GPU_MEMORY,
     GPU_RESOURCE,
-    MPS,
+    MIG_PREFIX,
+    PARSED_ANNOTATIONS,
 )
 from kai.api.namespace_queues import PROJECT_LABEL, QUEUE_LABEL
 from kai.kube.client import ApiError, Kube, Resource
@@ -72,20 +71,6 @@ def _client(base: dict[str, Any], path: str, ca_bundle: bytes) -> dict[str, Any]
     if ca_bundle:
         config["caBundle"] = base64.b64encode(ca_bundle).decode()
     return config
-
-
-#: what the GPU-request parser reads besides GPU_RESOURCE: resources and annotations with this
-#: prefix are MIG profiles (annotations of it are refused as legacy MIG)
-MIG_PREFIX = "nvidia.com/mig-"
-#: the annotations the GPU-request parser reads (kai.api.gpu_request); any other annotation
-#: cannot make it refuse a pod or share a GPU
-GPU_ANNOTATIONS = (
-    GPU_FRACTION,
-    GPU_MEMORY,
-    GPU_FRACTION_NUM_DEVICES,
-    GPU_FRACTION_CONTAINER_NAME,
-    MPS,
-)
 
 
 def _has_label(name: str) -> str:
@@ -152,7 +137,7 @@ def validation_condition() -> str:
     return " || ".join(
         [
             _has_label(QUEUE_LABEL),
-            _has_annotation(*GPU_ANNOTATIONS),
+            _has_annotation(*PARSED_ANNOTATIONS),
             mig_annotation,
             _gpu_resources("containers"),
             _gpu_resources("initContainers"),
