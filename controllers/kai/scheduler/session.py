@@ -309,13 +309,7 @@ class Session:
             alloc_np = allocated_np.setdefault(job.queue, [0.0, 0.0, 0.0])
             for task in job.tasks:
                 if task.status in ACTIVE:
-                    gpu = task.spec.gpu
-                    if gpu.fraction is None and gpu.memory_mib is None and not gpu.mig:
-                        # (``queue_vector`` of whole GPUs: no device memory to look up)
-                        task_spec = task.spec
-                        vec = (float(gpu.whole), task_spec.cpu_millis, task_spec.memory_bytes)
-                    else:
-                        vec = self.queue_vector(task, task.node)
+                    vec = self.queue_vector(task, task.node)
                     _add(alloc, vec)
                     _add(req, vec)
                     if not job.preemptible:
@@ -337,7 +331,9 @@ class Session:
     def queue_vector(self, task: TaskInfo, node: int) -> Vector:
         """What a placed task counts in queue accounting (gpu, cpu, memory)."""
         spec = task.spec
-        memory = float(self.nodes.gpu_memory[node]) if node >= 0 else self.min_gpu_memory
+        memory: float | None = None  # only a gpu-memory request reads the device's memory
+        if spec.gpu.memory_mib is not None:
+            memory = float(self.nodes.gpu_memory[node]) if node >= 0 else self.min_gpu_memory
         share = queue_gpus(spec.gpu, memory, on_node=node >= 0)
         return (share, spec.cpu_millis, spec.memory_bytes)
 
