@@ -11,6 +11,7 @@ import contextlib
 import hmac
 import logging
 import re
+import select
 import socket
 import threading
 import time
@@ -102,6 +103,25 @@ class Connection:
             socket.socket.shutdown(self.sock, socket.SHUT_RDWR)
 
 
+def _without_unread_input(conns: list[Connection]) -> list[Connection]:
+    """``conns`` less those with bytes waiting in their socket's receive buffer."""
+    if not conns:
+        return conns
+    poller = select.poll()
+    by_fd: dict[int, Connection] = {}
+    for conn in conns:
+        try:
+            fd = conn.sock.fileno()
+        except (OSError, ValueError):
+            continue
+        if fd < 0:
+            continue
+        by_fd[fd] = conn
+        poller.register(fd, select.POLLIN)
+    readable = {fd for fd, events in poller.poll(0) if events & select.POLLIN}
+    return [conn for fd, conn in by_fd.items() if fd not in readable]
+
+
 class ApiHTTPServer(ThreadingHTTPServer):
     daemon_threads = True
     allow_reuse_address = True
@@ -141,10 +161,13 @@ class ApiHTTPServer(ThreadingHTTPServer):
 
     def _admit(self, sock: socket.socket) -> bool:
         """Register a new connection; at the cap, close the longest-waiting idle one (or one
-        still sending its request head) to make room. False when every open one is busy."""
+        still sending its request head) to make room. A connection whose client has sent
+        bytes its thread has not read yet (a request on a just-accepted connection, whose
+        thread has not started) is not waiting: it is spared. False when none is waiting."""
         with self.connections_lock:
             if len(self.connections) >= self.max_connections:
                 waiting = [c for c in self.connections.values() if c.state in ("idle", "head")]
+                waiting = _without_unread_input(waiting)
                 if not waiting:
                     return False
                 victim = min(waiting, key=lambda c: (c.state != "idle", c.since))

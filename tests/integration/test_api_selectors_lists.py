@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+
 import pytest
 from k8s_helpers import ours, pod, status_of
 from kubernetes import client
@@ -121,9 +123,21 @@ def test_expired_continue_token_is_410(cluster, core, ns):
 
 
 def test_list_resource_version_zero_and_too_new(core, ns):
-    core.create_namespaced_config_map(ns, {"metadata": {"name": "z"}})
-    listing = core.list_namespaced_config_map(ns, resource_version="0")
+    made = core.create_namespaced_config_map(ns, {"metadata": {"name": "z"}})
+    # "0" means any version the server holds: kube-apiserver answers from its watch cache,
+    # which may not have seen the create yet; it catches up within moments
+    deadline = time.monotonic() + 10
+    while True:
+        listing = core.list_namespaced_config_map(ns, resource_version="0")
+        if ours([c.metadata.name for c in listing.items]) or time.monotonic() > deadline:
+            break
+        time.sleep(0.05)
     assert ours([c.metadata.name for c in listing.items]) == ["z"]
+    # not older than the create's version: the create is in the answer at once
+    fresh = core.list_namespaced_config_map(
+        ns, resource_version=made.metadata.resource_version, resource_version_match="NotOlderThan"
+    )
+    assert ours([c.metadata.name for c in fresh.items]) == ["z"]
     current = int(listing.metadata.resource_version)
     with pytest.raises(client.ApiException) as err:
         core.list_namespaced_config_map(

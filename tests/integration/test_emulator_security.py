@@ -183,6 +183,38 @@ def _low_fd_limit() -> None:
 
 
 @pytest.mark.skipif(not Path("/proc/self/status").exists(), reason="reads the RSS from /proc")
+def test_the_cap_spares_a_connection_whose_request_has_arrived():
+    """At the cap, a just-accepted connection whose client has already sent its request (its
+    thread has not read it yet) is not taken for an idle one: an older-looking, truly idle
+    connection is closed instead (the suite's load once delayed a handler thread long enough
+    for the flood to make a fresh client connection the oldest idle one)."""
+    server = ApiServer(max_connections=2).start()
+    pairs = [socket.socketpair() for _ in range(3)]
+    try:
+        httpd = server._httpd
+        sent, silent, new = (ours for ours, _ in pairs)
+        with httpd.connections_lock:
+            httpd.connections.clear()  # only the three sockets of this test
+        assert httpd._admit(sent) and httpd._admit(silent)
+        pairs[0][1].sendall(b"GET /api/v1/namespaces HTTP/1.1\r\nHost: x\r\n\r\n")
+        # the request is waiting in the socket: the connection admitted first is spared
+        assert httpd._admit(new)
+        assert set(httpd.connections) == {id(sent), id(new)}
+        assert httpd.evicted_connections == 1
+        assert pairs[1][1].recv(1) == b""  # the silent one was cut
+        # when every waiting connection has input, a new one is refused, none cut
+        pairs[2][1].sendall(b"G")
+        assert not httpd._admit(socket.socketpair()[0])
+        assert httpd.evicted_connections == 1
+    finally:
+        with server._httpd.connections_lock:
+            server._httpd.connections.clear()
+        for a, b in pairs:
+            a.close()
+            b.close()
+        server.stop()
+
+
 def test_1500_half_open_connections_under_a_1024_descriptor_limit(tmp_path):
     """The report: about 1,100 idle connections took the server down (a process limited to 1,024
     file descriptors). Now the cap follows the limit: 1,500 of them, and a client still gets
