@@ -265,7 +265,7 @@ def run_once(
     from kai.sim.system import System, SystemOptions, bootstrap, wait_until
     from kai.sim.workloads import ensure_namespace
 
-    scheduler_name = KAI if which == "kai" else KUBE_SCHEDULER
+    scheduler_name = KUBE_SCHEDULER if which == "kube" else KAI
     result = Result(which, args.pods)
     plane = ControlPlane(scripts).start()
     system: Any = None
@@ -372,6 +372,8 @@ def run_once(
         names = (
             ["kube-scheduler"]
             if which == "kube"
+            else ["protocol-floor"]
+            if which == "floor"
             else ["scheduler+binder+podgrouper"]
             if args.kai_processes == 1
             else ["scheduler", "binder", "podgrouper"]
@@ -494,6 +496,21 @@ def spawn(which: str, plane: ControlPlane, args: argparse.Namespace) -> list[sub
                 stderr=log,
             )
         ]
+    if which == "floor":  # KAI's protocol writes and no scheduler (protocol_floor.py)
+        return [
+            subprocess.Popen(
+                [
+                    sys.executable,
+                    str(ROOT / "bench" / "protocol_floor.py"),
+                    "--kubeconfig",
+                    str(plane.kubeconfig),
+                    "--namespace",
+                    NAMESPACE,
+                ],
+                stdout=log,
+                stderr=log,
+            )
+        ]
     common = ["--kubeconfig", str(plane.kubeconfig), "--log-level", args.log_level]
     scheduler = ["scheduler", "--period", str(args.period), "--metrics-port", str(_free_port())]
     if args.kai_processes == 1:  # one process, one set of informers (`--also`)
@@ -578,7 +595,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--nodes", type=int, default=500)
     parser.add_argument("--pods", type=int, default=2000)
     parser.add_argument("--repeat", type=int, default=1)
-    parser.add_argument("--only", choices=("kube", "kai"), help="run one scheduler only (no ratio)")
+    parser.add_argument(
+        "--only", choices=("kube", "kai", "floor"), help="run one scheduler only (no ratio)"
+    )
+    parser.add_argument(
+        "--floor",
+        action="store_true",
+        help="also run the control: KAI's protocol writes with no scheduler (protocol_floor.py)",
+    )
     parser.add_argument("--period", type=float, default=1.0, help="kai scheduler's period")
     parser.add_argument("--kube-qps", type=int, default=1000)
     parser.add_argument("--binder-workers", type=int, default=32, help="kai binder --workers")
@@ -632,10 +656,12 @@ def main(argv: list[str] | None = None) -> int:
     signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(143))
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(name)s %(message)s")
     ratios: list[float] = []
-    rates: dict[str, list[float]] = {"kube": [], "kai": []}
+    rates: dict[str, list[float]] = {"kube": [], "kai": [], "floor": []}
     ok = True
     for rep in range(args.repeat):
         order = ["kube", "kai"] if rep % 2 == 0 else ["kai", "kube"]
+        if args.floor:
+            order.append("floor")
         if args.only:
             order = [args.only]
         print(f"run {rep + 1}/{args.repeat}: {args.nodes} nodes, {args.pods} pods, {order}")
@@ -647,7 +673,24 @@ def main(argv: list[str] | None = None) -> int:
             r = results[which]
             ok = ok and not r.timed_out and not r.rebound and not r.failed
             ok = ok and (which != "kai" or not r.incomplete_gangs)
-        if len(results) == 2:
+        if "floor" in results and "kube" in results:
+            floor, kube = results["floor"], results["kube"]
+            plane = ("kube-apiserver", "etcd", "kube-controller-manager")
+            # until every pod ran where both settled (the same work), else until the last bind
+            floor_cpu = floor.settled_cpu or floor.cpu
+            kube_cpu = kube.settled_cpu or kube.cpu
+            kube_all = sum(v for k, v in kube_cpu.items() if not k.startswith("bench"))
+            print(
+                f"RUN {rep + 1}: protocol floor {floor.rate:.0f} pods/s "
+                f"({floor.rate / max(kube.rate, 1e-9):.2f}x kube-scheduler's); CPU per pod"
+                f"{' until every pod ran' if floor.settled_cpu and kube.settled_cpu else ''}: "
+                f"the floor's control plane "
+                f"{1000 * sum(floor_cpu.get(n, 0.0) for n in plane) / args.pods:.1f} ms, "
+                f"kube-scheduler's whole run (every process but the bench's) "
+                f"{1000 * kube_all / args.pods:.1f} ms",
+                flush=True,
+            )
+        if "kai" in results and "kube" in results:
             ratio = results["kai"].rate / max(results["kube"].rate, 1e-9)
             ratios.append(ratio)
             print(
