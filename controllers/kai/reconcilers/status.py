@@ -17,7 +17,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import CancelledError, ThreadPoolExecutor
 from datetime import UTC, datetime
 from typing import Any
 
@@ -137,6 +137,8 @@ class StatusWriter:
                 continue
             try:
                 self.write(*latest)
+            except CancelledError:  # stop() dropped the writes still queued: not a failure
+                return
             except Exception:
                 log.exception("status write failed")
 
