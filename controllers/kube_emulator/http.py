@@ -80,7 +80,8 @@ class Connection:
     """One client connection and what it is doing, for the timeouts and the connection cap.
 
     ``state``: ``idle`` (waiting for a request), ``head`` (reading a request line and
-    headers), ``body`` (reading a body), ``busy`` (serving: no deadline), ``closed``."""
+    headers), ``body`` (reading a body), ``busy`` (serving: no deadline), ``closed`` (cut by
+    the reaper), ``evicted`` (closed to make room for a new connection)."""
 
     __slots__ = ("since", "sock", "state")
 
@@ -90,7 +91,7 @@ class Connection:
         self.since = time.monotonic()
 
     def mark(self, state: str) -> None:
-        if self.state != "closed":
+        if self.state not in ("closed", "evicted"):
             self.state = state
             self.since = time.monotonic()
 
@@ -101,6 +102,15 @@ class Connection:
         # object under the reading thread's feet)
         with contextlib.suppress(OSError):
             socket.socket.shutdown(self.sock, socket.SHUT_RDWR)
+
+    def evict(self) -> None:
+        """Close an idle connection to make room: its thread, blocked waiting for a request,
+        sees the end. Only the reading half is shut: a request whose first bytes the thread
+        read in the moment before (still marked idle) is answered, then the connection
+        closes, so the client never sees a request dropped unanswered."""
+        self.state = "evicted"
+        with contextlib.suppress(OSError):
+            socket.socket.shutdown(self.sock, socket.SHUT_RD)
 
 
 def _without_unread_input(conns: list[Connection]) -> list[Connection]:
@@ -172,7 +182,7 @@ class ApiHTTPServer(ThreadingHTTPServer):
                     return False
                 victim = min(waiting, key=lambda c: (c.state != "idle", c.since))
                 del self.connections[id(victim.sock)]
-                victim.cut()
+                victim.evict()
                 self.evicted_connections += 1
             self.connections[id(sock)] = Connection(sock)
         return True
@@ -337,6 +347,10 @@ class ApiHandler(BaseHTTPRequestHandler):
         if not first or self.conn.state == "closed":
             self.close_connection = True
             return
+        if self.conn.state == "evicted":  # made room for another: answer this one, then close
+            self.close_connection = True
+            super().handle_one_request()
+            return
         self.conn.mark("head")
         super().handle_one_request()
 
@@ -374,8 +388,10 @@ class ApiHandler(BaseHTTPRequestHandler):
         self.conn.mark("busy")
         self.headers = headers  # type: ignore[assignment]
         conn = headers.get("connection", "").lower()
-        self.close_connection = conn == "close" or (
-            self.request_version == "HTTP/1.0" and conn != "keep-alive"
+        self.close_connection = (
+            conn == "close"
+            or (self.request_version == "HTTP/1.0" and conn != "keep-alive")
+            or self.conn.state == "evicted"  # answered, then closed (handle_one_request)
         )
         return True
 

@@ -209,6 +209,9 @@ def test_ctrl_c_while_loading_exits_130_quietly() -> None:
     code = textwrap.dedent(
         """
         import os, signal, sys
+        # Ctrl-C as at a terminal: a background job of a non-interactive shell (a CI runner's
+        # `cmd &`) starts with SIGINT ignored, and Python then keeps it ignored
+        signal.signal(signal.SIGINT, signal.default_int_handler)
         import kai.cli
         real = kai.cli._load
         def load(name, commands):
