@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import atexit
+import calendar
 import contextlib
 import logging
 import os
@@ -45,6 +46,8 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 NAMESPACE = "bench"
+RESERVATIONS = "kai-resource-reservation"  # the binder's GPU reservation pods
+GPU_INDEX = "run.ai/reserve_for_gpu_index"  # where a reservation pod publishes its GPU UUID
 QUEUE = "bench"
 GANG = 4
 KUBE_SCHEDULER = "default-scheduler"
@@ -78,6 +81,11 @@ class Result:
     settled_after: float | None = None  # seconds after the last bind
     settled_requests: float = 0.0
     settled_cpu: dict[str, float] = field(default_factory=dict)
+    # GPU reservation pods: seconds from the first sight of each on the kubelet's watch until
+    # its GPU UUID was seen there, and the seconds its creation reached that watch late by
+    # (whole seconds: creationTimestamp has no finer grain)
+    reservation_uuid_waits: list[float] = field(default_factory=list)
+    reservation_watch_lags: list[float] = field(default_factory=list)
     rebound: int = 0
     failed: int = 0
     incomplete_gangs: int = 0
@@ -316,8 +324,27 @@ def run_once(
         done = threading.Event()
         settled = threading.Event()  # every pod Running (or Failed)
 
+        reservations: dict[str, float] = {}  # uid -> first seen (monotonic)
+        uuid_seen: set[str] = set()
+
+        def observe_reservation(md: dict[str, Any]) -> None:
+            uid = md.get("uid", "")
+            now = time.monotonic()
+            with lock:
+                if uid not in reservations:
+                    reservations[uid] = now
+                    created = md.get("creationTimestamp")
+                    if created:
+                        at = calendar.timegm(time.strptime(created, "%Y-%m-%dT%H:%M:%SZ"))
+                        result.reservation_watch_lags.append(max(0.0, time.time() - at))
+                if uid not in uuid_seen and (md.get("annotations") or {}).get(GPU_INDEX):
+                    uuid_seen.add(uid)
+                    result.reservation_uuid_waits.append(now - reservations[uid])
+
         def observe(etype: str, obj: dict[str, Any], old: Any) -> None:
             md = obj["metadata"]
+            if md.get("namespace") == RESERVATIONS and etype != "DELETED":
+                observe_reservation(md)
             if md.get("namespace") != NAMESPACE:
                 return
             node = (obj.get("spec") or {}).get("nodeName")
@@ -553,6 +580,15 @@ def report(result: Result) -> None:
         f"  [{r.scheduler}] started {r.started_at}; last bound of each kind: "
         + ", ".join(f"{kind} {at:.1f}s" for kind, at in sorted(r.last_by_kind.items()))
     )
+    if r.reservation_uuid_waits:
+        waits = sorted(r.reservation_uuid_waits)
+        lags = sorted(r.reservation_watch_lags)
+        print(
+            f"  [{r.scheduler}] {len(lags)} reservation pods: created -> on the kubelet's watch"
+            f" median {statistics.median(lags):.0f} s, max {lags[-1]:.0f} s (whole seconds);"
+            f" on the watch -> GPU UUID on the watch median {statistics.median(waits):.1f} s,"
+            f" p99 {waits[int(0.99 * (len(waits) - 1))]:.1f} s, max {waits[-1]:.1f} s"
+        )
     print(
         f"  [{r.scheduler}] checks: re-bound {r.rebound}, failed by admission {r.failed}, "
         f"incomplete gangs {r.incomplete_gangs}"
