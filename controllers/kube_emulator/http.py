@@ -182,7 +182,10 @@ class ApiHTTPServer(ThreadingHTTPServer):
                     return False
                 victim = min(waiting, key=lambda c: (c.state != "idle", c.since))
                 del self.connections[id(victim.sock)]
-                victim.evict()
+                if victim.state == "idle":
+                    victim.evict()
+                else:  # a slow request head: it is not served
+                    victim.cut()
                 self.evicted_connections += 1
             self.connections[id(sock)] = Connection(sock)
         return True
@@ -370,6 +373,9 @@ class ApiHandler(BaseHTTPRequestHandler):
         headers = _Headers()
         for _ in range(200):
             raw = self.rfile.readline(65537)
+            if not raw and self.conn.state in ("closed", "evicted"):  # cut before the head ended
+                self.close_connection = True
+                return False
             if raw in (b"\r\n", b"\n", b""):
                 break
             name, sep, value = str(raw, "iso-8859-1").partition(":")

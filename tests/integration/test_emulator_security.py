@@ -220,6 +220,31 @@ def test_the_cap_spares_a_connection_whose_request_has_arrived():
         server.stop()
 
 
+def test_the_cap_closes_a_slow_request_head_whole():
+    """A connection still sending its request head when it is chosen to make room is closed
+    both ways (its partial request is never served); only idle ones keep their writing half."""
+    server = ApiServer(max_connections=2).start()
+    (slow, slow_peer), (busy, busy_peer) = socket.socketpair(), socket.socketpair()
+    new, new_peer = socket.socketpair()
+    try:
+        httpd = server._httpd
+        with httpd.connections_lock:
+            httpd.connections.clear()
+        assert httpd._admit(slow) and httpd._admit(busy)
+        httpd.connections[id(slow)].mark("head")
+        httpd.connections[id(busy)].mark("busy")
+        assert httpd._admit(new)
+        assert set(httpd.connections) == {id(busy), id(new)}
+        slow_peer.settimeout(5)
+        assert slow_peer.recv(1) == b""  # the server's FIN: the client sees the end at once
+    finally:
+        with server._httpd.connections_lock:
+            server._httpd.connections.clear()
+        for sock in (slow, slow_peer, busy, busy_peer, new, new_peer):
+            sock.close()
+        server.stop()
+
+
 def test_1500_half_open_connections_under_a_1024_descriptor_limit(tmp_path):
     """The report: about 1,100 idle connections took the server down (a process limited to 1,024
     file descriptors). Now the cap follows the limit: 1,500 of them, and a client still gets
