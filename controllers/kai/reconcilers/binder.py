@@ -114,6 +114,76 @@ def shared_container_index(pod: dict[str, Any]) -> str:
     return "0"
 
 
+def reservation_pod_manifest(
+    name: str, node: str, group: str, scheduler_name: str, runtime_class: str | None = None
+) -> dict[str, Any]:
+    """The pod that holds a shared GPU group's device on ``node`` (KAI's resource reservation
+    pod): it asks for one whole GPU and publishes that device's UUID."""
+    body: dict[str, Any] = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "name": name,
+            "namespace": RESERVATION_NAMESPACE,
+            "labels": {"app": RESERVATION_APP, GPU_GROUP_LABEL: group},
+            "annotations": {"karpenter.sh/do-not-disrupt": "true"},
+        },
+        "spec": {
+            "nodeName": node,
+            "schedulerName": scheduler_name,
+            "terminationGracePeriodSeconds": 0,
+            "tolerations": [{"operator": "Exists"}],
+            "containers": [
+                {
+                    "name": "resource-reservation",
+                    "image": "ghcr.io/nvidia/kai-scheduler/resource-reservation",
+                    "resources": {
+                        "requests": {"nvidia.com/gpu": "1"},
+                        "limits": {"nvidia.com/gpu": "1"},
+                    },
+                }
+            ],
+        },
+    }
+    if runtime_class:
+        body["spec"]["runtimeClassName"] = runtime_class
+    return body
+
+
+def shared_gpu_configmaps(
+    pod: dict[str, Any], uuids: list[str], portion: str
+) -> list[dict[str, Any]]:
+    """A fractional pod's two ConfigMaps (``<prefix>-<index>`` and ``<prefix>-<index>-evar``,
+    the names the admission webhook put in its env), owned by the pod."""
+    md = pod["metadata"]
+    prefix = configmap_prefix(pod)
+    index = shared_container_index(pod)
+    data = {
+        "NVIDIA_VISIBLE_DEVICES": ",".join(uuids),
+        "GPU_PORTION": portion,
+        "RUNAI_NUM_OF_GPUS": portion,
+    }
+    owner = [
+        {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "name": md["name"],
+            "uid": md["uid"],
+            "controller": False,
+            "blockOwnerDeletion": False,
+        }
+    ]
+    return [
+        {
+            "apiVersion": "v1",
+            "kind": "ConfigMap",
+            "metadata": {"name": name, "namespace": md["namespace"], "ownerReferences": owner},
+            "data": data,
+        }
+        for name in (f"{prefix}-{index}", f"{prefix}-{index}-evar")
+    ]
+
+
 class Binder:
     def __init__(
         self,
@@ -449,34 +519,9 @@ class Binder:
             pod = live
         if pod is None:
             self._ensure_namespace()
-            body: dict[str, Any] = {
-                "apiVersion": "v1",
-                "kind": "Pod",
-                "metadata": {
-                    "name": name,
-                    "namespace": RESERVATION_NAMESPACE,
-                    "labels": {"app": RESERVATION_APP, GPU_GROUP_LABEL: group},
-                    "annotations": {"karpenter.sh/do-not-disrupt": "true"},
-                },
-                "spec": {
-                    "nodeName": node,
-                    "schedulerName": self.scheduler_name,
-                    "terminationGracePeriodSeconds": 0,
-                    "tolerations": [{"operator": "Exists"}],
-                    "containers": [
-                        {
-                            "name": "resource-reservation",
-                            "image": "ghcr.io/nvidia/kai-scheduler/resource-reservation",
-                            "resources": {
-                                "requests": {"nvidia.com/gpu": "1"},
-                                "limits": {"nvidia.com/gpu": "1"},
-                            },
-                        }
-                    ],
-                },
-            }
-            if self.reservation_runtime_class:
-                body["spec"]["runtimeClassName"] = self.reservation_runtime_class
+            body = reservation_pod_manifest(
+                name, node, group, self.scheduler_name, self.reservation_runtime_class
+            )
             pod, created = create_or_get(self.kube, PODS, body)
             _trace(RESERVATION_NAMESPACE, name, "reservation created")
             if created:
@@ -505,41 +550,16 @@ class Binder:
     ) -> list[Callable[[], Any]]:
         """The two ConfigMap writes of a fractional pod, each idempotent (create, or bring an
         existing one's data up to date)."""
-        md = pod["metadata"]
-        prefix = configmap_prefix(pod)
-        index = shared_container_index(pod)
-        data = {
-            "NVIDIA_VISIBLE_DEVICES": ",".join(uuids),
-            "GPU_PORTION": portion,
-            "RUNAI_NUM_OF_GPUS": portion,
-        }
-        owner = [
-            {
-                "apiVersion": "v1",
-                "kind": "Pod",
-                "name": md["name"],
-                "uid": md["uid"],
-                "controller": False,
-                "blockOwnerDeletion": False,
-            }
-        ]
 
-        def write(name: str) -> Callable[[], None]:
-            body = {
-                "apiVersion": "v1",
-                "kind": "ConfigMap",
-                "metadata": {"name": name, "namespace": md["namespace"], "ownerReferences": owner},
-                "data": data,
-            }
-
+        def write(body: dict[str, Any]) -> Callable[[], None]:
             def run() -> None:
                 current, created = create_or_get(self.kube, CONFIGMAPS, body)
                 if not created:
-                    patch_if_changed(self.kube, CONFIGMAPS, current, {"data": data})
+                    patch_if_changed(self.kube, CONFIGMAPS, current, {"data": body["data"]})
 
             return run
 
-        return [write(f"{prefix}-{index}"), write(f"{prefix}-{index}-evar")]
+        return [write(body) for body in shared_gpu_configmaps(pod, uuids, portion)]
 
     # -- reservations: release and adoption ---------------------------------------------
     def _on_pod(self, etype: str, pod: dict[str, Any], old: dict[str, Any] | None) -> None:
