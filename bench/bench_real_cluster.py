@@ -46,8 +46,6 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 NAMESPACE = "bench"
-RESERVATIONS = "kai-resource-reservation"  # the binder's GPU reservation pods
-GPU_INDEX = "run.ai/reserve_for_gpu_index"  # where a reservation pod publishes its GPU UUID
 QUEUE = "bench"
 GANG = 4
 KUBE_SCHEDULER = "default-scheduler"
@@ -269,6 +267,8 @@ def run_once(
     from kai.kube.client import Kube
     from kai.kube.resources import JOBS, PODS, QUEUES
     from kai.kube.writes import create_if_absent
+    from kai.reconcilers.binder import GPU_INDEX_ANNOTATION
+    from kai.reconcilers.snapshot_builder import RESERVATION_NAMESPACE
     from kai.sim.nodes import NodeShape, create_nodes
     from kai.sim.system import System, SystemOptions, bootstrap, wait_until
     from kai.sim.workloads import ensure_namespace
@@ -337,13 +337,13 @@ def run_once(
                     if created:
                         at = calendar.timegm(time.strptime(created, "%Y-%m-%dT%H:%M:%SZ"))
                         result.reservation_watch_lags.append(max(0.0, time.time() - at))
-                if uid not in uuid_seen and (md.get("annotations") or {}).get(GPU_INDEX):
+                if uid not in uuid_seen and (md.get("annotations") or {}).get(GPU_INDEX_ANNOTATION):
                     uuid_seen.add(uid)
                     result.reservation_uuid_waits.append(now - reservations[uid])
 
         def observe(etype: str, obj: dict[str, Any], old: Any) -> None:
             md = obj["metadata"]
-            if md.get("namespace") == RESERVATIONS and etype != "DELETED":
+            if md.get("namespace") == RESERVATION_NAMESPACE and etype != "DELETED":
                 observe_reservation(md)
             if md.get("namespace") != NAMESPACE:
                 return

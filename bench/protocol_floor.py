@@ -32,9 +32,9 @@ from kai.kube.resources import BIND_REQUESTS, CONFIGMAPS, JOBS, NAMESPACES, NODE
 from kai.kube.writes import create_if_absent
 from kai.reconcilers.binder import (
     RECEIVED_RESOURCE_TYPE,
-    RESERVATION_APP,
-    configmap_prefix,
+    reservation_pod_manifest,
     reservation_pod_name,
+    shared_gpu_configmaps,
 )
 from kai.reconcilers.podgrouper import podgroup_for
 from kai.reconcilers.snapshot_builder import (
@@ -43,7 +43,7 @@ from kai.reconcilers.snapshot_builder import (
     RESERVATION_NAMESPACE,
 )
 
-GPUS_PER_NODE = 8
+GPU = "nvidia.com/gpu"
 
 
 def _owner_ref(pod: dict[str, Any]) -> dict[str, Any]:
@@ -61,9 +61,12 @@ def _fraction(pod: dict[str, Any]) -> str:
     return str((pod["metadata"].get("annotations") or {}).get("gpu-fraction") or "")
 
 
-def plan(pods: list[dict[str, Any]], nodes: list[str]) -> list[tuple[dict[str, Any], str, int]]:
-    """(pod, node, device) for every pod: whole-GPU pods a device each, half pods two a device."""
-    devices = ((node, gpu) for node in nodes for gpu in range(GPUS_PER_NODE))
+def plan(
+    pods: list[dict[str, Any]], nodes: list[tuple[str, int]]
+) -> list[tuple[dict[str, Any], str, int]]:
+    """(pod, node, device) for every pod: whole-GPU pods a device each, half pods two a device
+    (``nodes``: each node's name and GPU count)."""
+    devices = ((node, gpu) for node, gpus in nodes for gpu in range(gpus))
     placed: list[tuple[dict[str, Any], str, int]] = []
     half_device: tuple[str, int] | None = None
     for pod in sorted(pods, key=lambda p: p["metadata"]["name"]):
@@ -92,7 +95,13 @@ class Floor:
             p for p in kube.list(PODS, ns)["items"] if not (p.get("spec") or {}).get("nodeName")
         ]
         jobs = {j["metadata"]["uid"]: j for j in kube.list(JOBS, ns)["items"]}
-        nodes = sorted(n["metadata"]["name"] for n in kube.list(NODES)["items"])
+        nodes = sorted(
+            (
+                n["metadata"]["name"],
+                int(((n.get("status") or {}).get("allocatable") or {}).get(GPU, 0)),
+            )
+            for n in kube.list(NODES)["items"]
+        )
         create_if_absent(
             kube,
             NAMESPACES,
@@ -161,23 +170,10 @@ class Floor:
             first = reservation not in self.reserved
             self.reserved.add(reservation)
         if first:
-            create_if_absent(kube, PODS, _reservation_pod(reservation, node, gpu_group))
-        data = {
-            "NVIDIA_VISIBLE_DEVICES": f"GPU-{gpu_group}",
-            "GPU_PORTION": fraction,
-            "RUNAI_NUM_OF_GPUS": fraction,
-        }
-        prefix = configmap_prefix(pod)
-        for cm in (f"{prefix}-0", f"{prefix}-0-evar"):
-            kube.create(
-                CONFIGMAPS,
-                {
-                    "apiVersion": "v1",
-                    "kind": "ConfigMap",
-                    "metadata": {"name": cm, "namespace": ns, "ownerReferences": [_owner_ref(pod)]},
-                    "data": data,
-                },
-            )
+            body = reservation_pod_manifest(reservation, node, gpu_group, "kai-scheduler")
+            create_if_absent(kube, PODS, body)
+        for cm in shared_gpu_configmaps(pod, [f"GPU-{gpu_group}"], fraction):
+            kube.create(CONFIGMAPS, cm)
         kube.patch(PODS, name, {"metadata": {"labels": {GPU_GROUP_LABEL: gpu_group}}}, ns)
         kube.bind(ns, name, node, {RECEIVED_RESOURCE_TYPE: "Fraction", POD_GROUP_ANNOTATION: group})
         kube.patch(
@@ -188,35 +184,6 @@ class Floor:
             sub="status",
         )
         return 1
-
-
-def _reservation_pod(name: str, node: str, group: str) -> dict[str, Any]:
-    return {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {
-            "name": name,
-            "namespace": RESERVATION_NAMESPACE,
-            "labels": {"app": RESERVATION_APP, GPU_GROUP_LABEL: group},
-            "annotations": {"karpenter.sh/do-not-disrupt": "true"},
-        },
-        "spec": {
-            "nodeName": node,
-            "schedulerName": "kai-scheduler",
-            "terminationGracePeriodSeconds": 0,
-            "tolerations": [{"operator": "Exists"}],
-            "containers": [
-                {
-                    "name": "resource-reservation",
-                    "image": "ghcr.io/nvidia/kai-scheduler/resource-reservation",
-                    "resources": {
-                        "requests": {"nvidia.com/gpu": "1"},
-                        "limits": {"nvidia.com/gpu": "1"},
-                    },
-                }
-            ],
-        },
-    }
 
 
 def main(argv: list[str] | None = None) -> int:
