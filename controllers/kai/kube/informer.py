@@ -95,10 +95,7 @@ class Informer:
         self._stop.set()
         response = self._response
         if response is not None:
-            with contextlib.suppress(AttributeError, OSError):
-                response.shutdown()  # urllib3 2.x: unblocks a read in another thread
-            with contextlib.suppress(OSError):
-                response.close()
+            _cut_stream(response)
         if self._thread is not None:
             self._thread.join(timeout=10)
             self._thread = None
@@ -296,3 +293,20 @@ class InformerSet:
             informer._stop.set()
         for informer in self.informers.values():
             informer.stop()
+
+
+def _cut_stream(response: Any) -> None:
+    """Unblock a watch stream read in the informer's thread, from another thread.
+
+    Only the socket's reading half is shut: the blocked read returns and the watch loop, which
+    owns the response, closes it. Closing it from here as well would race that close inside
+    http.client, which is not thread-safe (a ``ValueError: I/O operation on closed file``).
+    """
+    try:
+        response.shutdown()
+    except (RuntimeError, OSError):
+        return  # released to the pool or socket already gone: the stream has ended
+    except (AttributeError, ValueError):
+        # no socket to shut (none attached to this response): closing is the only way left
+        with contextlib.suppress(OSError, ValueError, AttributeError):
+            response.close()

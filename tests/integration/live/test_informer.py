@@ -8,7 +8,7 @@ from typing import Any
 from live_helpers import eventually
 
 from kai.kube.client import Kube
-from kai.kube.informer import Informer
+from kai.kube.informer import Informer, _cut_stream
 from kai.kube.resources import CONFIGMAPS
 from kube_emulator import ApiServer
 
@@ -107,3 +107,59 @@ def test_relist_after_410_reports_what_the_gap_hid(
         assert inf.listed == 3 and inf.list_seconds is not None
     finally:
         inf.stop()
+
+
+class _Stream:
+    """A watch response as far as Informer.stop touches it."""
+
+    def __init__(self, shutdown_error: type[Exception] | None = None) -> None:
+        self.shutdown_error = shutdown_error
+        self.calls: list[str] = []
+
+    def shutdown(self) -> None:
+        self.calls.append("shutdown")
+        if self.shutdown_error is not None:
+            raise self.shutdown_error("no socket")
+
+    def close(self) -> None:
+        self.calls.append("close")
+
+
+def test_stop_only_shuts_the_stream_and_leaves_closing_to_the_watch_thread() -> None:
+    # closing the response from the stopping thread raced the watch thread's own close inside
+    # http.client ("ValueError: I/O operation on closed file" at an informer's stop)
+    stream = _Stream()
+    _cut_stream(stream)
+    assert stream.calls == ["shutdown"]
+    for ended in (RuntimeError, OSError):  # released to the pool, socket gone: nothing to do
+        stream = _Stream(ended)
+        _cut_stream(stream)
+        assert stream.calls == ["shutdown"]
+    stream = _Stream(ValueError)  # no socket attached: closing is the only way to cut it
+    _cut_stream(stream)
+    assert stream.calls == ["shutdown", "close"]
+
+
+def test_stopping_during_a_busy_watch_ends_the_thread_without_error(kube: Kube) -> None:
+    done = threading.Event()
+
+    def writer() -> None:
+        i = 0
+        while not done.is_set():
+            kube.create(CONFIGMAPS, _cm(f"busy-{i}"))
+            i += 1
+
+    thread = threading.Thread(target=writer, daemon=True)
+    thread.start()
+    try:
+        for _ in range(10):
+            inf = Informer(kube, CONFIGMAPS)
+            inf.start()
+            assert inf.wait_synced(10)
+            watching = inf._thread
+            eventually(lambda inf=inf: inf._response is not None)
+            inf.stop()
+            assert watching is not None and not watching.is_alive()
+    finally:
+        done.set()
+        thread.join(10)
