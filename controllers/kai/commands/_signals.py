@@ -7,7 +7,8 @@ between two bytecodes, possibly while that thread is inside ``stop.wait()`` hold
 own (non-reentrant) lock; ``stop.set()`` there would wait for that lock forever, and the command
 would never exit. So the handler does nothing: Python's C-level handler writes the signal's
 number to a wake-up socket (``signal.set_wakeup_fd``), and a relay thread reads it and sets the
-event, as any other thread may.
+event, as any other thread may. Other signals a command acts on (:func:`on_signal`) go the same
+way.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ class _Relay:
         self.lock = threading.Lock()
         self.stop = threading.Event()
         self.received: list[int] = []
+        self.actions: dict[int, Callable[[], None]] = {}
         self._reader, self._writer = socket.socketpair()
         self._writer.setblocking(False)  # set_wakeup_fd needs it; a full buffer drops bytes only
         self._thread = threading.Thread(target=self._run, name="kai-signals", daemon=True)
@@ -38,10 +40,18 @@ class _Relay:
             self.stop = stop
             self.received = []
             received = self.received
-        signal.set_wakeup_fd(self._writer.fileno(), warn_on_full_buffer=False)
-        for signum in _STOPPING:
-            signal.signal(signum, _ignore_in_python)
+        self._catch(*_STOPPING)
         return received
+
+    def add_action(self, signum: int, action: Callable[[], None]) -> None:
+        with self.lock:
+            self.actions[signum] = action
+        self._catch(signum)
+
+    def _catch(self, *signums: int) -> None:
+        signal.set_wakeup_fd(self._writer.fileno(), warn_on_full_buffer=False)
+        for signum in signums:
+            signal.signal(signum, _ignore_in_python)
 
     def _run(self) -> None:
         while True:
@@ -56,6 +66,9 @@ class _Relay:
                 if signums:
                     self.received.extend(signums)  # before the event: status() reads it then
                     self.stop.set()
+                actions = [self.actions[signum] for signum in data if signum in self.actions]
+            for action in actions:  # each in its own thread: a slow one delays no stop
+                threading.Thread(target=action, name="kai-signal-action", daemon=True).start()
 
 
 def _ignore_in_python(signum: int, frame: object) -> None:
@@ -70,12 +83,24 @@ _relay_lock = threading.Lock()
 def stop_on_signals(stop: threading.Event) -> Callable[[], int]:
     """Set ``stop`` on SIGTERM or SIGINT; return a function giving the exit status to use.
     Call it from the main thread (signal handlers can only be installed there)."""
+    received = _the_relay().install(stop)
+    return lambda: 130 if signal.SIGINT in received else 0
+
+
+def on_signal(signum: int, action: Callable[[], None]) -> None:
+    """Run ``action`` in a new thread on each ``signum`` (not SIGTERM or SIGINT: they stop).
+    Call it from the main thread."""
+    if signum in _STOPPING:
+        raise ValueError(f"{signal.Signals(signum).name} stops the command: use stop_on_signals")
+    _the_relay().add_action(signum, action)
+
+
+def _the_relay() -> _Relay:
     global _relay
     with _relay_lock:
         if _relay is None:
             _relay = _Relay()
-        received = _relay.install(stop)
-    return lambda: 130 if signal.SIGINT in received else 0
+        return _relay
 
 
 def wait_for_signal(stop: threading.Event | None = None) -> int:

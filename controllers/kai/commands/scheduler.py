@@ -298,14 +298,14 @@ def run(args: argparse.Namespace) -> int:
     def on_start(system: Any) -> None:
         import signal
 
-        def dump(signum: int, frame: object) -> None:
+        from kai.commands._signals import on_signal
+
+        def dump() -> None:
             scheduler = system.scheduler
             if scheduler is not None:
-                threading.Thread(
-                    target=scheduler.write_snapshot, args=(directory,), daemon=True
-                ).start()
+                scheduler.write_snapshot(directory)
 
-        signal.signal(signal.SIGUSR1, dump)
+        on_signal(signal.SIGUSR1, dump)
 
     return run_live(
         args,

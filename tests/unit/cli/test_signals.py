@@ -72,3 +72,47 @@ def test_a_second_install_moves_the_relay_to_the_new_event() -> None:
     )
     assert child.returncode == 0, child.stderr
     assert child.stdout == "130\n"
+
+
+def test_another_signal_runs_its_action_and_does_not_stop() -> None:
+    child = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            textwrap.dedent(
+                """
+                import signal, sys, threading
+                from kai.commands._signals import on_signal, stop_on_signals
+
+                stop, dumped = threading.Event(), threading.Event()
+                status = stop_on_signals(stop)
+                on_signal(signal.SIGUSR1, lambda: (print("dump", flush=True), dumped.set()))
+                print("ready", flush=True)
+                while not stop.wait(0):
+                    pass
+                assert dumped.is_set()
+                sys.exit(status())
+                """
+            ),
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    try:
+        assert child.stdout is not None and child.stdout.readline() == b"ready\n"
+        child.send_signal(signal.SIGUSR1)
+        assert child.stdout.readline() == b"dump\n"
+        assert child.poll() is None  # still running
+        child.send_signal(signal.SIGTERM)
+        _, err = child.communicate(timeout=20)
+    finally:
+        child.kill()
+        child.wait()
+    assert child.returncode == 0, err.decode()
+
+
+def test_a_stopping_signal_cannot_be_given_an_action() -> None:
+    from kai.commands._signals import on_signal
+
+    with pytest.raises(ValueError, match="SIGTERM stops the command"):
+        on_signal(signal.SIGTERM, lambda: None)
