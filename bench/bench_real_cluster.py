@@ -304,6 +304,8 @@ def run_once(
         ).start()
         nodes = system.informers["nodes"]["nodes"]
         pods_cache = system.informers["nodes"]["pods"]
+        # reservation pods come on a watch of their own (as the kubelet reads them)
+        reservation_cache = system.informers["nodes"]["reservation-pods"]
         t = time.monotonic()
         create_nodes(kube, args.nodes, NodeShape(gpus=8), workers=8)
         wait_until(
@@ -316,7 +318,7 @@ def run_once(
         )
         print(f"  [{which}] {args.nodes} nodes Ready in {time.monotonic() - t:.1f}s", flush=True)
 
-        # who got which node, when: from the simulated kubelet's own watch of every pod
+        # who got which node, when: from the simulated kubelet's own watches of the pods
         bound: dict[str, tuple[str, float]] = {}
         failed: set[str] = set()
         running: set[str] = set()
@@ -383,6 +385,7 @@ def run_once(
             flush=True,
         )
         pods_cache.add_handler(observe)
+        reservation_cache.add_handler(observe)
         time.sleep(2.0)  # let the controller-manager settle (Job status writes)
         processes = plane.pids()
         requests_before = server_requests(kube)

@@ -12,6 +12,11 @@
   ``nvidia.com/gpu``, ``pods`` and any other resource the pod requests). A pod that does not
   fit fails at once: phase Failed, reason ``OutOf<resource>`` (``OutOfnvidia.com/gpu``) and
   the kubelet's message, so an over-committing scheduler is seen, not hidden.
+
+Reservation pods may come from a watch of their own (``reservations``): one process playing
+thousands of kubelets reads every pod change in the cluster, and behind that stream a
+reservation pod (which a fractional pod's bind waits for) would reach it seconds late. A real
+kubelet watches only its own node's pods and has no such queue.
 """
 
 from __future__ import annotations
@@ -106,11 +111,14 @@ class Kubelet:
         pods: Informer,
         nodes: Informer,
         *,
+        reservations: Informer | None = None,
         workers: int = 8,
         termination_delay: float = 0.0,
     ) -> None:
         self.kube = kube
         self.pods = pods
+        # the reservation namespace's own informer, when it has one (``pods`` then leaves it out)
+        self.reservations = reservations
         self.nodes = nodes
         self.termination_delay = termination_delay
         self.pool = ThreadPoolExecutor(workers, thread_name_prefix="sim-kubelet")
@@ -133,11 +141,20 @@ class Kubelet:
         self._admitted: dict[str, dict[tuple[str, str], tuple[str, dict[str, Fraction]]]] = {}
         self._admit_lock = threading.Lock()
         pods.add_handler(self._on_pod)
+        if reservations is not None:
+            reservations.add_handler(self._on_pod)
+
+    def _cache(self, namespace: str) -> Informer:
+        if self.reservations is not None and namespace == RESERVATION_NAMESPACE:
+            return self.reservations
+        return self.pods
 
     def start(self) -> Kubelet:
         self._timer_thread.start()
         # pods already in the cache when we attach: the running ones first hold their room
         pods = self.pods.items()
+        if self.reservations is not None:
+            pods += self.reservations.items()
         for pod in pods:
             node = (pod.get("spec") or {}).get("nodeName")
             if node and (pod.get("status") or {}).get("phase") == "Running":
@@ -240,7 +257,7 @@ class Kubelet:
                 # try again later: the cache event that triggered us will not come again
                 with self._lock:
                     self._inflight.discard((kind, f"{ns}/{name}"))
-                pod = self.pods.get(name, ns)
+                pod = self._cache(ns).get(name, ns)
                 if pod is not None and not self._stop.is_set():
                     self._schedule(time.monotonic() + 0.5, kind, pod["metadata"])
                     with self._lock:
@@ -320,7 +337,7 @@ class Kubelet:
         self.rejected += 1
 
     def _start_pod(self, ns: str, name: str) -> None:
-        pod = self.pods.get(name, ns)
+        pod = self._cache(ns).get(name, ns)
         if pod is None or pod["metadata"].get("deletionTimestamp") or _terminal(pod):
             return
         md = pod["metadata"]
@@ -404,7 +421,7 @@ class Kubelet:
             self._schedule(time.monotonic() + max(0.0, seconds), "complete", md)
 
     def _complete_pod(self, ns: str, name: str, uid: str) -> None:
-        pod = self.pods.get(name, ns)
+        pod = self._cache(ns).get(name, ns)
         if pod is None or pod["metadata"].get("uid") != uid:
             return
         annotations = pod["metadata"].get("annotations") or {}

@@ -445,14 +445,19 @@ class System:
     def _start_nodes(self, sync_timeout: float) -> None:
         """The node lifecycle controller and, unless disabled, the simulated kubelet."""
         from kai.kube.resources import NODES
-        from kai.sim.kubelet import Kubelet
+        from kai.sim.kubelet import RESERVATION_NAMESPACE, Kubelet
         from kai.sim.nodes import NodeLifecycle
 
         o = self.options
         kube = self._kube()
         ninformers = InformerSet(kube)
         nodes: Informer = ninformers.add("nodes", NODES)
-        npods = ninformers.add("pods", PODS)
+        # reservation pods on a watch of their own: behind every other pod change, one process
+        # playing every kubelet of a large cluster would see them late (kai.sim.kubelet)
+        npods = ninformers.add(
+            "pods", PODS, field_selector=f"metadata.namespace!={RESERVATION_NAMESPACE}"
+        )
+        nreservations = ninformers.add("reservation-pods", PODS, namespace=RESERVATION_NAMESPACE)
         lifecycle = NodeLifecycle(kube, nodes)
         ninformers.start()
         self.stoppers.append(ninformers.stop)
@@ -463,6 +468,7 @@ class System:
                 kube,
                 npods,
                 nodes,
+                reservations=nreservations,
                 workers=o.kubelet_workers,
                 termination_delay=o.kubelet_termination_delay,
             ).start()

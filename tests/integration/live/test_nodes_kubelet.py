@@ -121,3 +121,49 @@ def test_kubelet_admission_refuses_what_does_not_fit(kube: Kube, node_side: Kube
     kube.bind("default", "g4", name)
     eventually(lambda: phase("g4") == "Running")
     assert node_side.rejected == 3
+
+
+def test_reservation_pods_on_a_watch_of_their_own(kube: Kube) -> None:
+    # the layout of kai.sim.system: workload pods on one watch, the reservation namespace on
+    # another; a reservation pod still gets its GPU UUID, and it counts in the node's admission
+    # next to the workload pods of the other watch
+    from kai.kube.resources import NAMESPACES
+    from kai.sim.kubelet import GPU_INDEX_ANNOTATION, RESERVATION_NAMESPACE
+
+    kube.create(NAMESPACES, {"metadata": {"name": RESERVATION_NAMESPACE}})
+    informers = InformerSet(kube)
+    nodes = informers.add("nodes", NODES)
+    pods = informers.add(
+        "pods", PODS, field_selector=f"metadata.namespace!={RESERVATION_NAMESPACE}"
+    )
+    reservations = informers.add("reservation-pods", PODS, namespace=RESERVATION_NAMESPACE)
+    lifecycle = NodeLifecycle(kube, nodes)
+    informers.start()
+    assert informers.wait_synced(10)
+    kubelet = Kubelet(kube, pods, nodes, reservations=reservations).start()
+    try:
+        (name,) = create_nodes(kube, 1, NodeShape(gpus=2), prefix="split")
+        eventually(lambda: _ready_untainted(kube, name))
+        kube.create(PODS, pod_manifest("gpu-reservation-a", RESERVATION_NAMESPACE, None, gpus=1))
+        kube.bind(RESERVATION_NAMESPACE, "gpu-reservation-a", name)
+        reserved = eventually(
+            lambda: (
+                (pod := kube.get(PODS, "gpu-reservation-a", RESERVATION_NAMESPACE))["status"].get(
+                    "phase"
+                )
+                == "Running"
+                and pod
+            )
+        )
+        assert reserved["metadata"]["annotations"][GPU_INDEX_ANNOTATION].startswith("GPU-")
+        assert pods.get("gpu-reservation-a", RESERVATION_NAMESPACE) is None  # not on that watch
+        for pod in ("w1", "w2"):
+            kube.create(PODS, pod_manifest(pod, "default", None, gpus=1))
+            kube.bind("default", pod, name)
+        eventually(lambda: kube.get(PODS, "w1", "default")["status"].get("phase") == "Running")
+        eventually(lambda: kube.get(PODS, "w2", "default")["status"].get("phase") == "Failed")
+        assert kube.get(PODS, "w2", "default")["status"]["reason"] == "OutOfnvidia.com/gpu"
+    finally:
+        kubelet.stop()
+        lifecycle.stop()
+        informers.stop()
