@@ -18,7 +18,7 @@ from live_helpers import eventually
 from kai.kube.client import Kube
 from kai.kube.events import EventRecorder
 from kai.kube.informer import Informer
-from kai.kube.resources import BIND_REQUESTS, CONFIGMAPS, PODS
+from kai.kube.resources import BIND_REQUESTS, CONFIGMAPS, EVENTS, PODS
 from kai.reconcilers import binder as binder_module
 from kai.reconcilers.binder import (
     GPU_INDEX_ANNOTATION,
@@ -232,3 +232,67 @@ def test_a_waiting_bind_request_is_woken_by_the_watch_not_a_poll(
     )
     eventually(lambda: _bound(cluster, ["half-a", "half-b"]), timeout=20, interval=0.05)
     assert not binder._waiters
+
+
+def test_past_the_timeout_the_reservation_pod_is_read_from_the_server(
+    cluster: Cluster, binder_of: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A pods watch far behind the server (as a saturated API server's): the reservation pod's
+    GPU UUID is on the server but not in the cache when the timeout comes. The binder reads
+    the reservation pod from the server before giving up, finds the UUID and binds."""
+    monkeypatch.setattr(binder_module, "RESERVATION_TIMEOUT", 1.0)
+    monkeypatch.setattr(binder_module, "RESERVATION_RECHECK", 0.2)
+    (node,) = make_nodes(cluster, 1, gpus=2)
+    binder, kube = binder_of(0.0)
+    ensure_namespace(cluster.kube, "work")
+    pod = cluster.kube.create(PODS, pod_manifest("half-a", "work", None, fraction=0.5))
+    eventually(lambda: binder.pods.get("half-a", "work"))
+    binder.pods.lag = 3.0  # from now on every pods event reaches the binder 3 s late
+    cluster.kube.create(BIND_REQUESTS, _bind_request(pod, node, "g1"))
+    name = reservation_pod_name(node, "g1")
+    eventually(lambda: cluster.kube.list(PODS, RESERVATIONS)["items"], timeout=10)
+    cluster.kube.patch(
+        PODS,
+        name,
+        {"metadata": {"annotations": {GPU_INDEX_ANNOTATION: "GPU-on-the-server"}}},
+        RESERVATIONS,
+        content_type="application/merge-patch+json",
+    )
+    eventually(lambda: _bound(cluster, ["half-a"]), timeout=20, interval=0.05)
+    br = cluster.kube.get(BIND_REQUESTS, "half-a", "work")
+    assert not (br.get("status") or {}).get("failedAttempts"), br.get("status")
+    assert kube.calls[("POST", "pods")] == 1  # the one reservation pod, never made again
+    assert kube.calls[("GET", "pods")] >= 1  # the read past the timeout
+    maps = cluster.kube.list(CONFIGMAPS, "work")["items"]
+    assert {m["data"]["NVIDIA_VISIBLE_DEVICES"] for m in maps} == {"GPU-on-the-server"}
+
+
+def test_a_reservation_pod_without_a_uuid_fails_the_bind_after_the_timeout(
+    cluster: Cluster, binder_of: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """No GPU UUID on the server either (no kubelet here): the attempt fails with
+    ReservationTimeout, counted in the BindRequest's status, and a Warning event on the pod."""
+    monkeypatch.setattr(binder_module, "RESERVATION_TIMEOUT", 1.0)
+    monkeypatch.setattr(binder_module, "RESERVATION_RECHECK", 0.2)
+    (node,) = make_nodes(cluster, 1, gpus=2)
+    binder, kube = binder_of(0.0)
+    ensure_namespace(cluster.kube, "work")
+    pod = cluster.kube.create(PODS, pod_manifest("half-a", "work", None, fraction=0.5))
+    eventually(lambda: binder.pods.get("half-a", "work"))
+    body = _bind_request(pod, node, "g1")
+    body["spec"]["backoffLimit"] = 1  # one attempt: Failed at once
+    cluster.kube.create(BIND_REQUESTS, body)
+
+    def status() -> dict[str, Any]:
+        return cluster.kube.get(BIND_REQUESTS, "half-a", "work").get("status") or {}
+
+    eventually(lambda: status().get("phase") == "Failed", timeout=15)
+    assert status()["reason"].startswith("ReservationTimeout: no GPU UUID")
+    assert status()["failedAttempts"] == 1
+    assert not _bound(cluster, ["half-a"])
+    assert kube.calls[("GET", "pods")] >= 1  # the server was asked before giving up
+    events = cluster.kube.list(EVENTS, "work")["items"]
+    assert any(
+        e.get("reason") == "FailedBinding" and "ReservationTimeout" in e.get("message", "")
+        for e in events
+    ), events

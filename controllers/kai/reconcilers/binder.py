@@ -274,8 +274,13 @@ class Binder:
             self._done.get(key) == br["metadata"].get("uid")  # bound by us, status on its way
         ):
             return True
+        # past the timeout, the reservation pods are read from the server itself before the
+        # bind is given up: under load the pods watch can lag the server by tens of seconds
+        # (its UUID may be there, the cache not showing it yet)
+        first = self._waiting.get(key)
+        from_server = first is not None and time.monotonic() - first > RESERVATION_TIMEOUT
         try:
-            outcome = self._bind(br, key)
+            outcome = self._bind(br, key, from_server=from_server)
         except KubeError as exc:
             from kai.kube.writes import is_transient
 
@@ -284,8 +289,8 @@ class Binder:
                 return False
             outcome = f"BindingError: {exc}"
         if outcome is None:  # waiting for a reservation pod's GPU UUID
-            first = self._waiting.setdefault(key, time.monotonic())
-            if time.monotonic() - first > RESERVATION_TIMEOUT:
+            self._waiting.setdefault(key, time.monotonic())
+            if from_server:
                 outcome = (
                     "ReservationTimeout: no GPU UUID from the reservation pod within "
                     f"{RESERVATION_TIMEOUT:.0f}s"
@@ -329,8 +334,11 @@ class Binder:
         except KubeError as exc:
             log.warning("cannot write BindRequest %s status: %s", br["metadata"]["name"], exc)
 
-    def _bind(self, br: dict[str, Any], key: Hashable = None) -> str | None:
-        """'' when bound, None when waiting, else the failure reason."""
+    def _bind(
+        self, br: dict[str, Any], key: Hashable = None, from_server: bool = False
+    ) -> str | None:
+        """'' when bound, None when waiting, else the failure reason. ``from_server``:
+        reservation pods read from the server, not the cache."""
         md, spec = br["metadata"], br.get("spec") or {}
         ns = md["namespace"]
         pod_name = str(spec.get("podName") or md["name"])
@@ -350,7 +358,7 @@ class Binder:
             return verdict
         rtype = str(spec.get("receivedResourceType") or "Regular")
         if rtype == "Fraction":
-            waiting_or_failed = self._share_gpus(pod, spec, node, key)
+            waiting_or_failed = self._share_gpus(pod, spec, node, key, from_server)
             if waiting_or_failed != "":
                 return waiting_or_failed
         if pod_claims(pod.get("spec") or {}, pod_name):
@@ -365,7 +373,12 @@ class Binder:
         return self._post_binding(ns, pod_name, node, rtype, extra)
 
     def _share_gpus(
-        self, pod: dict[str, Any], spec: dict[str, Any], node: str, key: Hashable = None
+        self,
+        pod: dict[str, Any],
+        spec: dict[str, Any],
+        node: str,
+        key: Hashable = None,
+        from_server: bool = False,
     ) -> str | None:
         """A fractional bind's GPU groups reserved, labelled on the pod and written to its
         ConfigMaps: '' when done, None while a reservation pod starts (``key`` is woken when
@@ -377,7 +390,7 @@ class Binder:
         uuids = []
         for group in groups:
             try:
-                uuid = self._reserve(node, group, key)
+                uuid = self._reserve(node, group, key, from_server)
             except ReservationRefused as exc:
                 return str(exc)
             if uuid is None:
@@ -442,15 +455,18 @@ class Binder:
         )
         self._namespace_ready = True
 
-    def _reserve(self, node: str, group: str, waiter: Hashable = None) -> str | None:
+    def _reserve(
+        self, node: str, group: str, waiter: Hashable = None, from_server: bool = False
+    ) -> str | None:
         """The GPU UUID of ``group`` on ``node``, or None while its reservation pod starts
-        (then ``waiter`` is queued again when the pods watch shows the pod change)."""
+        (then ``waiter`` is queued again when the pods watch shows the pod change). ``from_server``:
+        the reservation pod is read from the server, not the cache."""
         name = reservation_pod_name(node, group)
         with self._lock(f"{node}/{group}"):
             if waiter is not None:  # before reading the cache: an event from now on wakes it
                 with self._waiters_lock:
                     self._waiters.setdefault(name, set()).add(waiter)
-            uuid = self._reserve_locked(node, group, name)
+            uuid = self._reserve_locked(node, group, name, from_server)
             if uuid is not None and waiter is not None:
                 self._unpark(name, waiter)
             return uuid
@@ -497,8 +513,19 @@ class Binder:
                 return None
             return created[0]
 
-    def _reserve_locked(self, node: str, group: str, name: str) -> str | None:
-        pod = self._reservation_view(name)
+    def _live_reservation(self, name: str) -> dict[str, Any] | None:
+        """The reservation pod as the server has it now (a consistent read), None if absent."""
+        try:
+            return with_retries(lambda: self.kube.get(PODS, name, RESERVATION_NAMESPACE))
+        except ApiError as exc:
+            if exc.status == 404:
+                return None
+            raise
+
+    def _reserve_locked(
+        self, node: str, group: str, name: str, from_server: bool = False
+    ) -> str | None:
+        pod = self._live_reservation(name) if from_server else self._reservation_view(name)
         if pod is not None and (
             pod["metadata"].get("deletionTimestamp")
             or self._deleted.get(name) == pod["metadata"].get("uid")
