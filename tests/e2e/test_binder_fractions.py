@@ -132,6 +132,16 @@ def _two_halves(cluster: Cluster, binder: Binder, node: str, group: str) -> None
         kube.create(BIND_REQUESTS, _bind_request(pod, node, group))
 
 
+def _publish_uuid(cluster: Cluster, name: str, uuid: str) -> None:
+    cluster.kube.patch(
+        PODS,
+        name,
+        {"metadata": {"annotations": {GPU_INDEX_ANNOTATION: uuid}}},
+        RESERVATIONS,
+        content_type="application/merge-patch+json",
+    )
+
+
 def _bound(cluster: Cluster, names: list[str]) -> bool:
     pods = {p["metadata"]["name"]: p for p in cluster.kube.list(PODS, "work")["items"]}
     return all((pods[n].get("spec") or {}).get("nodeName") for n in names)
@@ -223,15 +233,23 @@ def test_a_waiting_bind_request_is_woken_by_the_watch_not_a_poll(
     assert kube.calls[("GET", "pods")] == 0
     # both BindRequests are parked on the reservation pod
     assert binder._waiters.get(name) == {("work", "half-a"), ("work", "half-b")}
-    cluster.kube.patch(
-        PODS,
-        name,
-        {"metadata": {"annotations": {GPU_INDEX_ANNOTATION: "GPU-late"}}},
-        RESERVATIONS,
-        content_type="application/merge-patch+json",
-    )
+    _publish_uuid(cluster, name, "GPU-late")  # as the reservation pod does
     eventually(lambda: _bound(cluster, ["half-a", "half-b"]), timeout=20, interval=0.05)
     assert not binder._waiters
+
+
+def _one_half_with_a_short_timeout(
+    cluster: Cluster, binder_of: Any, monkeypatch: pytest.MonkeyPatch
+) -> tuple[Binder, CountingKube, dict[str, Any], str]:
+    """A 1 s ReservationTimeout, a binder, and one pending half-GPU pod it has seen."""
+    monkeypatch.setattr(binder_module, "RESERVATION_TIMEOUT", 1.0)
+    monkeypatch.setattr(binder_module, "RESERVATION_RECHECK", 0.2)
+    (node,) = make_nodes(cluster, 1, gpus=2)
+    binder, kube = binder_of(0.0)
+    ensure_namespace(cluster.kube, "work")
+    pod = cluster.kube.create(PODS, pod_manifest("half-a", "work", None, fraction=0.5))
+    eventually(lambda: binder.pods.get("half-a", "work"))
+    return binder, kube, pod, node
 
 
 def test_past_the_timeout_the_reservation_pod_is_read_from_the_server(
@@ -240,24 +258,12 @@ def test_past_the_timeout_the_reservation_pod_is_read_from_the_server(
     """A pods watch far behind the server (as a saturated API server's): the reservation pod's
     GPU UUID is on the server but not in the cache when the timeout comes. The binder reads
     the reservation pod from the server before giving up, finds the UUID and binds."""
-    monkeypatch.setattr(binder_module, "RESERVATION_TIMEOUT", 1.0)
-    monkeypatch.setattr(binder_module, "RESERVATION_RECHECK", 0.2)
-    (node,) = make_nodes(cluster, 1, gpus=2)
-    binder, kube = binder_of(0.0)
-    ensure_namespace(cluster.kube, "work")
-    pod = cluster.kube.create(PODS, pod_manifest("half-a", "work", None, fraction=0.5))
-    eventually(lambda: binder.pods.get("half-a", "work"))
+    binder, kube, pod, node = _one_half_with_a_short_timeout(cluster, binder_of, monkeypatch)
     binder.pods.lag = 3.0  # from now on every pods event reaches the binder 3 s late
     cluster.kube.create(BIND_REQUESTS, _bind_request(pod, node, "g1"))
     name = reservation_pod_name(node, "g1")
     eventually(lambda: cluster.kube.list(PODS, RESERVATIONS)["items"], timeout=10)
-    cluster.kube.patch(
-        PODS,
-        name,
-        {"metadata": {"annotations": {GPU_INDEX_ANNOTATION: "GPU-on-the-server"}}},
-        RESERVATIONS,
-        content_type="application/merge-patch+json",
-    )
+    _publish_uuid(cluster, name, "GPU-on-the-server")  # as the reservation pod does
     eventually(lambda: _bound(cluster, ["half-a"]), timeout=20, interval=0.05)
     br = cluster.kube.get(BIND_REQUESTS, "half-a", "work")
     assert not (br.get("status") or {}).get("failedAttempts"), br.get("status")
@@ -272,13 +278,7 @@ def test_a_reservation_pod_without_a_uuid_fails_the_bind_after_the_timeout(
 ) -> None:
     """No GPU UUID on the server either (no kubelet here): the attempt fails with
     ReservationTimeout, counted in the BindRequest's status, and a Warning event on the pod."""
-    monkeypatch.setattr(binder_module, "RESERVATION_TIMEOUT", 1.0)
-    monkeypatch.setattr(binder_module, "RESERVATION_RECHECK", 0.2)
-    (node,) = make_nodes(cluster, 1, gpus=2)
-    binder, kube = binder_of(0.0)
-    ensure_namespace(cluster.kube, "work")
-    pod = cluster.kube.create(PODS, pod_manifest("half-a", "work", None, fraction=0.5))
-    eventually(lambda: binder.pods.get("half-a", "work"))
+    _, kube, pod, node = _one_half_with_a_short_timeout(cluster, binder_of, monkeypatch)
     body = _bind_request(pod, node, "g1")
     body["spec"]["backoffLimit"] = 1  # one attempt: Failed at once
     cluster.kube.create(BIND_REQUESTS, body)
