@@ -532,12 +532,7 @@ class Binder:
         ):
             # released a moment ago: its device is being freed; wait until it is gone,
             # then reserve afresh (never hand out the UUID of a pod on its way out)
-            try:
-                live = self.kube.get(PODS, name, RESERVATION_NAMESPACE)
-            except ApiError as exc:
-                if exc.status != 404:
-                    raise
-                live = None
+            live = pod if from_server else self._live_reservation(name)
             if live is not None and (
                 live["metadata"].get("deletionTimestamp")
                 or live["metadata"].get("uid") == pod["metadata"].get("uid")
