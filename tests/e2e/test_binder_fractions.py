@@ -5,20 +5,24 @@ woken by the watch as soon as the GPU UUID is there, and everything KAI's protoc
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
+import uuid
 from collections import Counter
 from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import pytest
-from e2e_helpers import Cluster, make_nodes
+from e2e_helpers import Cluster, both_servers, make_nodes
 from live_helpers import eventually
 
-from kai.kube.client import Kube
+from kai.kube.client import ApiError, Kube
 from kai.kube.events import EventRecorder
 from kai.kube.informer import Informer
-from kai.kube.resources import BIND_REQUESTS, CONFIGMAPS, EVENTS, PODS
+from kai.kube.resources import BIND_REQUESTS, CONFIGMAPS, EVENTS, NAMESPACES, NODES, PODS
 from kai.reconcilers import binder as binder_module
 from kai.reconcilers.binder import (
     GPU_INDEX_ANNOTATION,
@@ -26,6 +30,7 @@ from kai.reconcilers.binder import (
     configmap_prefix,
     reservation_pod_name,
 )
+from kai.sim.nodes import NodeShape, create_nodes
 from kai.sim.workloads import ensure_namespace, pod_manifest
 
 RESERVATIONS = "kai-resource-reservation"
@@ -72,12 +77,12 @@ class LaggingInformer(Informer):
         super()._apply(event)
 
 
-@pytest.fixture
-def binder_of(cluster: Cluster) -> Iterator[Any]:
-    started: list[Any] = []
+def _binder_starter(kubeconfig: str, started: list[Any]) -> Any:
+    """``start(lag)``: a binder on ``kubeconfig`` whose pods informer lags ``lag`` seconds, and
+    its counting client; its stoppers appended to ``started``."""
 
     def start(lag: float) -> tuple[Binder, CountingKube]:
-        kube = CountingKube(Kube.from_kubeconfig(cluster.kubeconfig))
+        kube = CountingKube(Kube.from_kubeconfig(kubeconfig))
         brs = Informer(kube, BIND_REQUESTS).start()
         pods = LaggingInformer(kube, PODS)
         pods.lag = lag
@@ -91,7 +96,13 @@ def binder_of(cluster: Cluster) -> Iterator[Any]:
         started.extend([binder.stop, recorder.stop, pods.stop, brs.stop])
         return binder, kube
 
-    yield start
+    return start
+
+
+@pytest.fixture
+def binder_of(cluster: Cluster) -> Iterator[Any]:
+    started: list[Any] = []
+    yield _binder_starter(cluster.kubeconfig, started)
     for stop in started:
         stop()
 
@@ -132,18 +143,8 @@ def _two_halves(cluster: Cluster, binder: Binder, node: str, group: str) -> None
         kube.create(BIND_REQUESTS, _bind_request(pod, node, group))
 
 
-def _publish_uuid(cluster: Cluster, name: str, uuid: str) -> None:
-    cluster.kube.patch(
-        PODS,
-        name,
-        {"metadata": {"annotations": {GPU_INDEX_ANNOTATION: uuid}}},
-        RESERVATIONS,
-        content_type="application/merge-patch+json",
-    )
-
-
-def _bound(cluster: Cluster, names: list[str]) -> bool:
-    pods = {p["metadata"]["name"]: p for p in cluster.kube.list(PODS, "work")["items"]}
+def _bound(cluster: Cluster, names: list[str], ns: str = "work") -> bool:
+    pods = {p["metadata"]["name"]: p for p in cluster.kube.list(PODS, ns)["items"]}
     return all((pods[n].get("spec") or {}).get("nodeName") for n in names)
 
 
@@ -233,66 +234,138 @@ def test_a_waiting_bind_request_is_woken_by_the_watch_not_a_poll(
     assert kube.calls[("GET", "pods")] == 0
     # both BindRequests are parked on the reservation pod
     assert binder._waiters.get(name) == {("work", "half-a"), ("work", "half-b")}
-    _publish_uuid(cluster, name, "GPU-late")  # as the reservation pod does
+    _publish_uuid(cluster.kube, name, "GPU-late")  # as the reservation pod does
     eventually(lambda: _bound(cluster, ["half-a", "half-b"]), timeout=20, interval=0.05)
     assert not binder._waiters
 
 
-def _one_half_with_a_short_timeout(
-    cluster: Cluster, binder_of: Any, monkeypatch: pytest.MonkeyPatch
-) -> tuple[Binder, CountingKube, dict[str, Any], str]:
-    """A 1 s ReservationTimeout, a binder, and one pending half-GPU pod it has seen."""
+@dataclass
+class TimeoutCase:
+    """One pending half-GPU pod seen by a binder whose ReservationTimeout is 1 s, on either API
+    server (a namespace and a node of its own on the session's real one)."""
+
+    kube: Kube
+    ns: str
+    node: str
+    pod: dict[str, Any]
+    binder: Binder
+    calls: CountingKube
+
+
+@pytest.fixture(params=["embedded", "real"])
+def timeout_case(
+    request: pytest.FixtureRequest, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> Iterator[TimeoutCase]:
     monkeypatch.setattr(binder_module, "RESERVATION_TIMEOUT", 1.0)
     monkeypatch.setattr(binder_module, "RESERVATION_RECHECK", 0.2)
-    (node,) = make_nodes(cluster, 1, gpus=2)
-    binder, kube = binder_of(0.0)
-    ensure_namespace(cluster.kube, "work")
-    pod = cluster.kube.create(PODS, pod_manifest("half-a", "work", None, fraction=0.5))
-    eventually(lambda: binder.pods.get("half-a", "work"))
-    return binder, kube, pod, node
+    tag = uuid.uuid4().hex[:6]
+    ns, prefix = f"timeout-{tag}", f"timeout-{tag}"
+    started: list[Any] = []
+
+    def cleanup(api: Kube) -> None:  # leave the session's real cluster as it was
+        for stop in started:
+            stop()
+        started.clear()
+        with contextlib.suppress(ApiError):
+            api.delete(NAMESPACES, ns)
+        for namespace in (ns, RESERVATIONS):
+            for pod in api.list(PODS, namespace)["items"]:
+                if namespace == ns or pod["spec"].get("nodeName", "").startswith(prefix):
+                    with contextlib.suppress(ApiError):
+                        api.delete(PODS, pod["metadata"]["name"], namespace, grace_period_seconds=0)
+        for node in api.list(NODES)["items"]:
+            if node["metadata"]["name"].startswith(prefix):
+                with contextlib.suppress(ApiError):
+                    api.delete(NODES, node["metadata"]["name"])
+
+    for kubeconfig, kube in both_servers(request, tmp_path, cleanup=cleanup):
+        try:
+            (node,) = create_nodes(kube, 1, NodeShape(gpus=2), prefix=prefix)
+            binder, calls = _binder_starter(kubeconfig, started)(0.0)
+            ensure_namespace(kube, ns)
+            pod = kube.create(PODS, pod_manifest("half-a", ns, None, fraction=0.5))
+            eventually(lambda b=binder: b.pods.get("half-a", ns))
+            yield TimeoutCase(kube, ns, node, pod, binder, calls)
+        finally:
+            for stop in started:
+                stop()
+            started.clear()
+
+
+def _publish_uuid(kube: Kube, name: str, uuid_: str) -> None:
+    kube.patch(
+        PODS,
+        name,
+        {"metadata": {"annotations": {GPU_INDEX_ANNOTATION: uuid_}}},
+        RESERVATIONS,
+        content_type="application/merge-patch+json",
+    )
 
 
 def test_past_the_timeout_the_reservation_pod_is_read_from_the_server(
-    cluster: Cluster, binder_of: Any, monkeypatch: pytest.MonkeyPatch
+    timeout_case: TimeoutCase,
 ) -> None:
     """A pods watch far behind the server (as a saturated API server's): the reservation pod's
     GPU UUID is on the server but not in the cache when the timeout comes. The binder reads
     the reservation pod from the server before giving up, finds the UUID and binds."""
-    binder, kube, pod, node = _one_half_with_a_short_timeout(cluster, binder_of, monkeypatch)
-    binder.pods.lag = 3.0  # from now on every pods event reaches the binder 3 s late
-    cluster.kube.create(BIND_REQUESTS, _bind_request(pod, node, "g1"))
-    name = reservation_pod_name(node, "g1")
-    eventually(lambda: cluster.kube.list(PODS, RESERVATIONS)["items"], timeout=10)
-    _publish_uuid(cluster, name, "GPU-on-the-server")  # as the reservation pod does
-    eventually(lambda: _bound(cluster, ["half-a"]), timeout=20, interval=0.05)
-    br = cluster.kube.get(BIND_REQUESTS, "half-a", "work")
+    case, kube = timeout_case, timeout_case.kube
+    case.binder.pods.lag = 3.0  # from now on every pods event reaches the binder 3 s late
+    kube.create(BIND_REQUESTS, _bind_request(case.pod, case.node, "g1"))
+    name = reservation_pod_name(case.node, "g1")
+    eventually(lambda: _exists(kube, name, RESERVATIONS), timeout=10)
+    _publish_uuid(kube, name, "GPU-on-the-server")  # as the reservation pod does
+    eventually(lambda: _on_node(kube, "half-a", case.ns), timeout=20, interval=0.05)
+    br = kube.get(BIND_REQUESTS, "half-a", case.ns)
     assert not (br.get("status") or {}).get("failedAttempts"), br.get("status")
-    assert kube.calls[("POST", "pods")] == 1  # the one reservation pod, never made again
-    assert kube.calls[("GET", "pods")] >= 1  # the read past the timeout
-    maps = cluster.kube.list(CONFIGMAPS, "work")["items"]
+    assert case.calls.calls[("POST", "pods")] == 1  # the one reservation pod, never made again
+    assert case.calls.calls[("GET", "pods")] >= 1  # the read past the timeout
+    uid = case.pod["metadata"]["uid"]
+    maps = [  # the pod's own (a real namespace also holds kube-root-ca.crt)
+        m
+        for m in kube.list(CONFIGMAPS, case.ns)["items"]
+        if any(o["uid"] == uid for o in m["metadata"].get("ownerReferences") or [])
+    ]
+    assert len(maps) == 2
     assert {m["data"]["NVIDIA_VISIBLE_DEVICES"] for m in maps} == {"GPU-on-the-server"}
 
 
 def test_a_reservation_pod_without_a_uuid_fails_the_bind_after_the_timeout(
-    cluster: Cluster, binder_of: Any, monkeypatch: pytest.MonkeyPatch
+    timeout_case: TimeoutCase,
 ) -> None:
     """No GPU UUID on the server either (no kubelet here): the attempt fails with
     ReservationTimeout, counted in the BindRequest's status, and a Warning event on the pod."""
-    _, kube, pod, node = _one_half_with_a_short_timeout(cluster, binder_of, monkeypatch)
-    body = _bind_request(pod, node, "g1")
+    case, kube = timeout_case, timeout_case.kube
+    body = _bind_request(case.pod, case.node, "g1")
     body["spec"]["backoffLimit"] = 1  # one attempt: Failed at once
-    cluster.kube.create(BIND_REQUESTS, body)
+    kube.create(BIND_REQUESTS, body)
 
     def status() -> dict[str, Any]:
-        return cluster.kube.get(BIND_REQUESTS, "half-a", "work").get("status") or {}
+        return kube.get(BIND_REQUESTS, "half-a", case.ns).get("status") or {}
 
     eventually(lambda: status().get("phase") == "Failed", timeout=15)
     assert status()["reason"].startswith("ReservationTimeout: no GPU UUID")
     assert status()["failedAttempts"] == 1
-    assert not _bound(cluster, ["half-a"])
-    assert kube.calls[("GET", "pods")] >= 1  # the server was asked before giving up
-    events = cluster.kube.list(EVENTS, "work")["items"]
-    assert any(
-        e.get("reason") == "FailedBinding" and "ReservationTimeout" in e.get("message", "")
-        for e in events
-    ), events
+    assert not _on_node(kube, "half-a", case.ns)
+    assert case.calls.calls[("GET", "pods")] >= 1  # the server was asked before giving up
+
+    def timed_out_event() -> bool:  # the recorder sends events in the background
+        return any(
+            e.get("reason") == "FailedBinding" and "ReservationTimeout" in e.get("message", "")
+            for e in kube.list(EVENTS, case.ns)["items"]
+        )
+
+    eventually(timed_out_event, timeout=10)
+
+
+def _exists(kube: Kube, name: str, ns: str) -> bool:
+    try:
+        kube.get(PODS, name, ns)
+    except ApiError as exc:
+        if exc.status == 404:
+            return False
+        raise
+    return True
+
+
+def _on_node(kube: Kube, name: str, ns: str) -> bool:
+    return bool((kube.get(PODS, name, ns).get("spec") or {}).get("nodeName"))
