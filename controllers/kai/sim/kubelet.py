@@ -39,14 +39,14 @@ from kai.kube.client import ApiError, Kube, KubeError
 from kai.kube.informer import Informer
 from kai.kube.resources import PODS
 from kai.kube.writes import delete_if_present, patch_if_changed
+from kai.reconcilers.binder import GPU_INDEX_ANNOTATION
+from kai.reconcilers.snapshot_builder import RESERVATION_NAMESPACE
 from kai.sim.nodes import SIMULATED_LABEL
 
 log = logging.getLogger("kai.sim.kubelet")
 
 DURATION_ANNOTATION = "kai.sim/duration-seconds"
 EXIT_CODE_ANNOTATION = "kai.sim/exit-code"
-RESERVATION_NAMESPACE = "kai-resource-reservation"
-GPU_INDEX_ANNOTATION = "run.ai/reserve_for_gpu_index"
 
 
 def _now() -> str:

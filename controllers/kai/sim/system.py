@@ -445,7 +445,8 @@ class System:
     def _start_nodes(self, sync_timeout: float) -> None:
         """The node lifecycle controller and, unless disabled, the simulated kubelet."""
         from kai.kube.resources import NODES
-        from kai.sim.kubelet import RESERVATION_NAMESPACE, Kubelet
+        from kai.reconcilers.snapshot_builder import RESERVATION_NAMESPACE
+        from kai.sim.kubelet import Kubelet
         from kai.sim.nodes import NodeLifecycle
 
         o = self.options

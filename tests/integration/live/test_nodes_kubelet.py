@@ -128,7 +128,8 @@ def test_reservation_pods_on_a_watch_of_their_own(kube: Kube) -> None:
     # another; a reservation pod still gets its GPU UUID, and it counts in the node's admission
     # next to the workload pods of the other watch
     from kai.kube.resources import NAMESPACES
-    from kai.sim.kubelet import GPU_INDEX_ANNOTATION, RESERVATION_NAMESPACE
+    from kai.reconcilers.binder import GPU_INDEX_ANNOTATION
+    from kai.reconcilers.snapshot_builder import RESERVATION_NAMESPACE
 
     kube.create(NAMESPACES, {"metadata": {"name": RESERVATION_NAMESPACE}})
     informers = InformerSet(kube)
