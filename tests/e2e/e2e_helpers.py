@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from kai.kube.client import Kube
+from kai.kube.client import ApiError, Kube
 from kai.sim.nodes import NodeShape, create_nodes
 from kai.sim.system import System, SystemOptions
 from kube_emulator import ApiServer
@@ -66,6 +67,28 @@ def system_starter(kubeconfig: str, systems: list[System]) -> Callable[..., Syst
 
 def make_nodes(cluster: Cluster, count: int, gpus: int = 8) -> list[str]:
     return create_nodes(cluster.kube, count, NodeShape(gpus=gpus))
+
+
+def remove_test_objects(api: Kube, ns: str, node_prefix: str) -> None:
+    """Leave a shared real cluster as a test found it: its namespace and pods, the GPU
+    reservation pods on its nodes, and its nodes (named ``node_prefix``...). Pods go with grace
+    0: no kubelet runs on a simulated node to finish a graceful deletion."""
+    from kai.kube.resources import NAMESPACES, NODES, PODS
+    from kai.reconcilers.snapshot_builder import RESERVATION_NAMESPACE
+
+    with contextlib.suppress(ApiError):
+        api.delete(NAMESPACES, ns)
+    for namespace in (ns, RESERVATION_NAMESPACE):
+        for pod in api.list(PODS, namespace)["items"]:
+            if namespace == ns or (pod.get("spec") or {}).get("nodeName", "").startswith(
+                node_prefix
+            ):
+                with contextlib.suppress(ApiError):
+                    api.delete(PODS, pod["metadata"]["name"], namespace, grace_period_seconds=0)
+    for node in api.list(NODES)["items"]:
+        if node["metadata"]["name"].startswith(node_prefix):
+            with contextlib.suppress(ApiError):
+                api.delete(NODES, node["metadata"]["name"])
 
 
 def both_servers(

@@ -5,7 +5,6 @@ woken by the watch as soon as the GPU UUID is there, and everything KAI's protoc
 
 from __future__ import annotations
 
-import contextlib
 import threading
 import time
 import uuid
@@ -16,13 +15,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from e2e_helpers import Cluster, both_servers, make_nodes
+from e2e_helpers import Cluster, both_servers, make_nodes, remove_test_objects
 from live_helpers import eventually
 
 from kai.kube.client import ApiError, Kube
 from kai.kube.events import EventRecorder
 from kai.kube.informer import Informer
-from kai.kube.resources import BIND_REQUESTS, CONFIGMAPS, EVENTS, NAMESPACES, NODES, PODS
+from kai.kube.resources import BIND_REQUESTS, CONFIGMAPS, EVENTS, PODS
 from kai.reconcilers import binder as binder_module
 from kai.reconcilers.binder import (
     GPU_INDEX_ANNOTATION,
@@ -266,17 +265,7 @@ def timeout_case(
         for stop in started:
             stop()
         started.clear()
-        with contextlib.suppress(ApiError):
-            api.delete(NAMESPACES, ns)
-        for namespace in (ns, RESERVATIONS):
-            for pod in api.list(PODS, namespace)["items"]:
-                if namespace == ns or pod["spec"].get("nodeName", "").startswith(prefix):
-                    with contextlib.suppress(ApiError):
-                        api.delete(PODS, pod["metadata"]["name"], namespace, grace_period_seconds=0)
-        for node in api.list(NODES)["items"]:
-            if node["metadata"]["name"].startswith(prefix):
-                with contextlib.suppress(ApiError):
-                    api.delete(NODES, node["metadata"]["name"])
+        remove_test_objects(api, ns, prefix)
 
     for kubeconfig, kube in both_servers(request, tmp_path, cleanup=cleanup):
         try:

@@ -6,19 +6,18 @@ simulated nodes and kubelet play the kubelets). Bounded: about 30 s each."""
 
 from __future__ import annotations
 
-import contextlib
 import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from e2e_helpers import Cluster, both_servers, queue, system_starter
+from e2e_helpers import Cluster, both_servers, queue, remove_test_objects, system_starter
 from live_helpers import eventually
 
 from helpers.gpu_invariant import GpuInvariantWatcher
-from kai.kube.client import ApiError, Kube
-from kai.kube.resources import NAMESPACES, NODES, PODS, QUEUES
+from kai.kube.client import Kube
+from kai.kube.resources import PODS, QUEUES
 from kai.kube.writes import create_if_absent
 from kai.sim.nodes import NodeShape, create_nodes
 from kai.sim.system import System
@@ -39,15 +38,7 @@ def soak(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[tuple[Clust
         for system in systems:
             system.stop()
         systems.clear()
-        with contextlib.suppress(ApiError):
-            api.delete(NAMESPACES, ns)
-        for pod in api.list(PODS, ns)["items"]:
-            with contextlib.suppress(ApiError):
-                api.delete(PODS, pod["metadata"]["name"], ns, grace_period_seconds=0)
-        for node in api.list(NODES)["items"]:
-            if node["metadata"]["name"].startswith(prefix):
-                with contextlib.suppress(ApiError):
-                    api.delete(NODES, node["metadata"]["name"])
+        remove_test_objects(api, ns, prefix)
 
     for kubeconfig, kube in both_servers(request, tmp_path, cleanup=cleanup):
         create_nodes(kube, 3, NodeShape(gpus=4), prefix=prefix)
