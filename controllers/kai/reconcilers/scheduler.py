@@ -496,7 +496,9 @@ class Scheduler:
         self._record_usage(built, result)
         self._dispatch_binds(result, built)
         futures = []
-        for eviction in result.evictions:
+        # evictions, and the moves: a moved pod is evicted and comes back from its controller
+        # on the room the core found (KAI's consolidation); the pipelined job waits for the room
+        for eviction in [*result.evictions, *result.moves]:
             futures.append(
                 self.pool.submit(
                     self._evict, built, eviction.task, eviction.action, eviction.reason
@@ -529,12 +531,13 @@ class Scheduler:
         self._queue_metrics(built, result)
         for listener in self.result_listeners:
             listener(built, result)
-        if result.binds or result.evictions:
+        if result.binds or result.evictions or result.moves:
             log.info(
-                "cycle %d: %d bound, %d evicted, %d jobs pending (%.0f ms)",
+                "cycle %d: %d bound, %d evicted, %d moved, %d jobs pending (%.0f ms)",
                 self.cycles,
                 len(result.binds),
                 len(result.evictions),
+                len(result.moves),
                 len(result.job_reasons),
                 (t_close - t0) * 1000,
             )
@@ -793,7 +796,7 @@ class Scheduler:
         started = set(result.started_jobs) if min_runtime_in_force(built.snapshot) else set()
         now_text = rfc3339(built.snapshot.now)
         job_of_task = {t.uid: job.uid for job in built.snapshot.jobs for t in job.tasks}
-        evicted = {job_of_task.get(e.task) for e in result.evictions}
+        evicted = {job_of_task.get(e.task) for e in [*result.evictions, *result.moves]}
         facts: CycleFacts | None = None  # for the reasons, computed once (lazily)
         pending: dict[str, int] = {}  # pending PodGroups by the first reason of the taxonomy
         for job in built.snapshot.jobs:
