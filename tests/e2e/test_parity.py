@@ -1,0 +1,168 @@
+"""Live = simulated: scenario files built as live clusters, scheduled by the live system until it
+settles, and compared with ``kai simulate`` of the same file in rounds mode.
+
+Each scenario is built on an API server (the embedded one, and this worker's real kube-apiserver
+where the machine has one) in a node pool of its own (:mod:`kai.sim.scenario_live`) and scheduled
+by a scheduler of that pool with the file's settings; one simulated kubelet serves every pool's
+nodes. The harness plays the jobs' controllers (an evicted pod comes back pending, as the rounds
+mode's update rule says) and waits until nothing changes for a while. The simulated side runs the
+file's rounds (a single-session file gets rounds until its state stops changing). Per job, the
+multiset of (status, node) of its tasks must be equal: tasks of one job are alike, and which of
+two alike pods the live system takes first depends on creation times the file does not have.
+A difference is a bug in one of the two paths. The scenarios run side by side (each pool is
+independent), so the whole set takes about as long as its slowest few.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import uuid
+from collections import Counter
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+from e2e_helpers import system_starter
+
+from kai.kube.client import Kube
+from kai.scenario import load_scenario, model
+from kai.scenario.convert import _config
+from kai.scenario.rounds import run_scenario
+from kai.scheduler.session import run_session
+from kai.sim import scenario_live
+from kai.sim.system import System, bootstrap
+from kube_emulator import ApiServer
+
+ROOT = Path(__file__).resolve().parents[2]
+SCENARIOS = ROOT / "tests" / "scenarios"
+MAX_ROUNDS = 8
+PARALLEL = 12  # scenarios built and scheduled at once on one server
+
+State = dict[str, tuple[str, str | None]]
+
+
+def _files() -> list[Path]:
+    found = []
+    for path in sorted(SCENARIOS.rglob("*.yaml")):
+        with contextlib.suppress(Exception):
+            if scenario_live.unsupported(load_scenario(str(path))) is None:
+                found.append(path)
+    return found
+
+
+FILES = _files()
+IDS = [str(p.relative_to(SCENARIOS)) for p in FILES]
+
+
+def simulated(scenario: model.Scenario) -> State | None:
+    """The file's final state: its own rounds, or rounds until the state stops changing (None
+    when it still changes: nothing to compare a settled cluster with)."""
+    if scenario.mode != "rounds":
+        scenario = dataclasses.replace(
+            scenario, mode="rounds", rounds=model.Rounds(until_match=MAX_ROUNDS, after_match=0)
+        )
+    rounds = run_scenario(scenario, lambda snap, actions: run_session(snap, actions))
+    final = rounds[-1].next
+    if final is None or rounds[-2].next != final:
+        return None
+    return {name: (task.status, task.node) for name, task in final.items()}
+
+
+def by_job(scenario: model.Scenario, state: State) -> dict[str, list[tuple[str, str]]]:
+    return {
+        job.name: sorted((state[t.name][0], state[t.name][1] or "") for t in job.tasks)
+        for job in scenario.jobs
+    }
+
+
+def run_live(kubeconfig: str, path: Path) -> str | None:
+    """Build, schedule until settled, compare; the difference as text, or None."""
+    scenario = load_scenario(str(path))
+    expected = simulated(scenario)
+    if expected is None:
+        return "skip: the simulated state still changes after its rounds"
+    prefix = f"p{uuid.uuid4().hex[:6]}"
+    kube = Kube.from_kubeconfig(kubeconfig)
+    systems: list[System] = []
+    live = None
+    try:
+        live = scenario_live.build(kube, scenario, prefix, prefix)
+        config = dataclasses.replace(_config(scenario), actions=list(scenario.actions))
+        system_starter(kubeconfig, systems)(config=config, shard=prefix, components=("scheduler",))
+        state = scenario_live.settle(
+            lambda: scenario_live.live_state(kube, live),
+            lambda: scenario_live.recreate_missing(kube, live),
+            quiet=3.0,
+            timeout=90.0,
+        )
+        found, wanted = by_job(scenario, state), by_job(scenario, expected)
+        differences = {
+            job: {"live": found[job], "simulated": wanted[job]}
+            for job in wanted
+            if Counter(found[job]) != Counter(wanted[job])
+        }
+        return f"live and simulated differ: {differences}" if differences else None
+    finally:
+        for system in systems:
+            system.stop()
+        if live is not None:
+            scenario_live.remove(kube, live)
+        kube.close()
+
+
+def run_all(kubeconfig: str) -> dict[str, str | None]:
+    kubelet: list[System] = []
+    system_starter(kubeconfig, kubelet)(components=("nodes",))
+    try:
+        with ThreadPoolExecutor(PARALLEL) as pool:
+            outcomes = pool.map(lambda path: _guarded(kubeconfig, path), FILES)
+            return dict(zip(IDS, outcomes, strict=True))
+    finally:
+        for system in kubelet:
+            system.stop()
+
+
+def _guarded(kubeconfig: str, path: Path) -> str | None:
+    try:
+        return run_live(kubeconfig, path)
+    except Exception as exc:  # reported by the scenario's own test case
+        return f"{type(exc).__name__}: {exc}"
+
+
+@pytest.fixture(scope="module", params=["embedded", "real"])
+def outcomes(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[dict[str, str | None]]:
+    if request.param == "real":
+        kubeconfig = str(request.getfixturevalue("real_cluster").kubeconfig)
+        kube = Kube.from_kubeconfig(kubeconfig)
+        bootstrap(kube)
+        kube.close()
+        yield run_all(kubeconfig)
+        return
+    api = ApiServer(bookmark_interval=0.2).start()
+    path = api.write_kubeconfig(tmp_path_factory.mktemp("parity") / "kubeconfig")
+    kube = Kube.from_kubeconfig(str(path))
+    bootstrap(kube)
+    kube.close()
+    try:
+        yield run_all(str(path))
+    finally:
+        api.stop()
+
+
+def test_the_set_covers_every_action() -> None:
+    actions = Counter(name.split("/")[0] for name in IDS)
+    assert len(FILES) >= 40, actions
+    for action in ("allocate", "reclaim", "preempt", "consolidation", "stalegangeviction"):
+        assert actions[action] >= 1, actions
+
+
+@pytest.mark.parametrize("scenario", IDS)
+def test_live_settles_where_simulate_ends(outcomes: dict[str, str | None], scenario: str) -> None:
+    outcome = outcomes[scenario]
+    if outcome is not None and outcome.startswith("skip: "):
+        pytest.skip(outcome[len("skip: ") :])
+    assert outcome is None, f"{scenario}: {outcome}"
