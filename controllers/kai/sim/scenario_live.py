@@ -64,23 +64,30 @@ def unsupported(scenario: model.Scenario) -> str | None:
         if job.stale_for_seconds is not None or job.deleted:
             return f"job {job.name}: staleness or deletion (the file's fixed clock)"
         for task in job.tasks:
-            request = task.request
-            if request.is_shared or request.mig:
-                return f"task {task.name}: shared GPU or MIG request"
-            if task.priority is not None:
-                return f"task {task.name}: a task priority"
-            if (
-                task.node_affinity
-                or task.pod_affinity
-                or task.pod_anti_affinity
-                or task.preferred_node_affinity
-                or task.preferred_pod_affinity
-                or task.preferred_pod_anti_affinity
-                or task.labels
-            ):
-                return f"task {task.name}: affinity or labels"
-            if task.status not in ("Running", "Pending"):
-                return f"task {task.name}: status {task.status}"
+            reason = _unsupported_task(task)
+            if reason is not None:
+                return f"task {task.name}: {reason}"
+    return None
+
+
+def _unsupported_task(task: model.Task) -> str | None:
+    request = task.request
+    if request.is_shared or request.mig:
+        return "shared GPU or MIG request"
+    if task.priority is not None:
+        return "a task priority"
+    if (
+        task.node_affinity
+        or task.pod_affinity
+        or task.pod_anti_affinity
+        or task.preferred_node_affinity
+        or task.preferred_pod_affinity
+        or task.preferred_pod_anti_affinity
+        or task.labels
+    ):
+        return "affinity or labels"
+    if task.status not in ("Running", "Pending"):
+        return f"status {task.status}"
     return None
 
 
@@ -187,8 +194,8 @@ def build(kube: Kube, scenario: model.Scenario, namespace: str, prefix: str) -> 
         last_age = job.created_minutes_ago
         kube.create(PODGROUPS, _podgroup(job, live))
         for task in sorted(job.tasks, key=lambda t: t.name):
-            node = node_of[task.node] if task.status == "Running" and task.node else None
-            kube.create(PODS, live.pod_manifest(job, task, node))
+            on = node_of[task.node] if task.status == "Running" and task.node else None
+            kube.create(PODS, live.pod_manifest(job, task, on))
     return live
 
 
@@ -277,8 +284,14 @@ def _node(name: str, node: model.Node, pool: dict[str, str]) -> dict[str, Any]:
     )
     manifest = node_manifest(name, 0, shape)
     labels = manifest["metadata"]["labels"]
-    kept = ("kubernetes.io/hostname", SIMULATED_LABEL, "nvidia.com/gpu.count")
-    kept += ("nvidia.com/gpu.memory", "nvidia.com/gpu.product", "nvidia.com/gpu.present")
+    kept = (
+        "kubernetes.io/hostname",
+        SIMULATED_LABEL,
+        "nvidia.com/gpu.count",
+        "nvidia.com/gpu.memory",
+        "nvidia.com/gpu.product",
+        "nvidia.com/gpu.present",
+    )
     manifest["metadata"]["labels"] = {
         **{k: v for k, v in labels.items() if k in kept},
         **node.labels,
