@@ -181,14 +181,16 @@ def build(kube: Kube, scenario: model.Scenario, namespace: str, prefix: str) -> 
             },
         )
     last_rank: float | None = None
-    for queue in sorted(scenario.queues, key=lambda q: q.creation_rank):
+    for queue in sorted(scenario.queues, key=lambda q: (q.creation_rank, q.name)):
         if last_rank is not None and queue.creation_rank > last_rank:
             _next_second()  # the live rank is the creation time (then the uid, random)
         last_rank = queue.creation_rank
         kube.create(QUEUES, _queue(queue, live))
     node_of = {node.name: live.node_name(i) for i, node in enumerate(scenario.nodes)}
     last_age: float | None = None
-    for job in sorted(scenario.jobs, key=lambda j: -j.created_minutes_ago):
+    # jobs of one age in name order, the order their tie is broken in: should a second pass
+    # between two of them, the older is still the one that comes first
+    for job in sorted(scenario.jobs, key=lambda j: (-j.created_minutes_ago, j.name)):
         if last_age is not None and job.created_minutes_ago < last_age:
             _next_second()
         last_age = job.created_minutes_ago
