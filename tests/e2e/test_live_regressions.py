@@ -272,10 +272,10 @@ def test_preemption_delay_is_read_from_the_podgroup(cluster: Cluster) -> None:
         conditions = (kube.get(PODGROUPS, "urgent", "work").get("status") or {}).get(
             "schedulingConditions"
         ) or []
-        # the core's PreemptionDelayNotElapsed, filed under WaitingForFairShare by the taxonomy
+        # KAI's reason name, as the core gives it
         reasons = [r for c in conditions for r in c.get("reasons") or []]
         return any(
-            r.get("reason") == "WaitingForFairShare"
+            r.get("reason") == "PreemptionDelayNotElapsed"
             and "within its preemption delay window" in (r.get("message") or "")
             for r in reasons
         )

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import Any
 
 from kai.insight.decisions import pod_name
@@ -198,6 +199,8 @@ def _unblock(
         return _queue_hint(built, job, kind)
     if kind in (PendingReason.OVER_LIMIT, PendingReason.NON_PREEMPTIBLE_OVER_QUOTA):
         return _capacity_hint(first)
+    if kind is PendingReason.PREEMPTION_DELAY_NOT_ELAPSED:
+        return _delay_hint(first)
     if kind is PendingReason.WAITING_FOR_FAIR_SHARE:
         return _fair_share_hint(built, result, job)
     if kind in (PendingReason.NO_NODE_FITS, PendingReason.GANG_DOES_NOT_FIT):
@@ -208,11 +211,27 @@ def _unblock(
             f"fits once {amount('gpu', total)} GPUs are free inside one domain of its "
             "required topology level (or with a looser topology constraint)"
         ]
-    if kind is PendingReason.WAITING_FOR_EVICTION:
+    return _release_hint(built, first)
+
+
+def _release_hint(built: BuiltSnapshot, first: Classified) -> list[str]:
+    if first.reason is PendingReason.WAITING_FOR_EVICTION:
         uids = first.details.get("evicted")
         evicted = [pod_name(built, str(uid)) for uid in uids] if isinstance(uids, list) else []
         return [f"binds once the evicted pods are gone: {', '.join(evicted)}"]
     return ["binds once the pods being released on its nodes are gone"]
+
+
+def _delay_hint(first: Classified) -> list[str]:
+    until = first.details.get("until")
+    when = (
+        datetime.fromtimestamp(float(until), tz=UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+        if isinstance(until, int | float)
+        else "its preemption delay ends"
+    )
+    return [
+        f"may evict other jobs from {when} (spec.preemptionDelay), or at once without the delay"
+    ]
 
 
 def _queue_hint(built: BuiltSnapshot, job: JobSpec, kind: PendingReason) -> list[str]:

@@ -74,6 +74,10 @@ def test_the_numbers() -> None:
     assert "holds 8 GPUs of its fair share 8" in fair["firstReason"]["message"]
     assert [r["reason"] for r in fair["otherReasons"]] == ["NoNodeFits"]
 
+    delayed = explain(snapshot_of(SITUATIONS["PreemptionDelayNotElapsed"]), "target").as_dict()
+    assert "within its preemption delay window (21600s)" in delayed["firstReason"]["message"]
+    assert "may evict other jobs from 2026-12-01T16:00:00Z" in delayed["unblock"][0]
+
     evict = explain(snapshot_of(SITUATIONS["WaitingForEviction"]), "target").as_dict()
     assert "work/b-run" in evict["unblock"][0]
 
