@@ -17,14 +17,24 @@ from kai.insight.decisions import pod_name
 from kai.insight.figures import RESOURCES, amount, queue_path, with_unit
 from kai.reconcilers.cluster_snapshot import ClusterSnapshot
 from kai.reconcilers.snapshot_builder import BuiltSnapshot
-from kai.scheduler.reasons import Classified, PendingReason, classify_job, cycle_facts
+from kai.scheduler.predicates import TAINT, tolerates
+from kai.scheduler.reasons import (
+    Classified,
+    PendingReason,
+    classify_job,
+    cycle_facts,
+    node_counts,
+)
 from kai.scheduler.result import SessionResult
 from kai.scheduler.snapshot import (
     ACTIVE_ALLOCATED_STATUSES,
     ALLOCATED_STATUSES,
     JobSpec,
+    Taint,
     TaskStatus,
 )
+
+_BLOCKING_EFFECTS = ("NoSchedule", "NoExecute")  # what TaintToleration filters on
 
 
 class TargetError(LookupError):
@@ -42,9 +52,14 @@ class Explanation:
     position: int | None
     waiting: int
     unblock: list[str] = field(default_factory=list)
+    # the taints (kubectl's KEY[=VALUE]:EFFECT) that keep its pending pods off nodes, with
+    # the number of nodes each one keeps them off; only when a node fails on a taint
+    taints: dict[str, int] = field(default_factory=dict)
 
     def as_dict(self) -> dict[str, Any]:
         first = self.reasons[0].as_dict() if self.reasons else None
+        if first is not None and self.taints:
+            first["untoleratedTaints"] = dict(self.taints)
         return {
             "podGroup": f"{self.job.namespace}/{self.job.name}",
             "pod": self.pod,
@@ -121,6 +136,7 @@ def explain(
     else:
         state = "Pending"
     position, waiting = _position(built, job)
+    counts = node_counts(reasons[0].message) if reasons else {}
     return Explanation(
         job=job,
         pod=pod,
@@ -131,7 +147,30 @@ def explain(
         position=position,
         waiting=waiting,
         unblock=_unblock(built, result, job, reasons),
+        taints=_untolerated_taints(built, job) if TAINT in counts else {},
     )
+
+
+def taint_text(taint: Taint) -> str:
+    """A taint as ``kubectl taint`` writes it: ``KEY[=VALUE]:EFFECT``."""
+    value = f"={taint.value}" if taint.value else ""
+    return f"{taint.key}{value}:{taint.effect}"
+
+
+def _untolerated_taints(built: BuiltSnapshot, job: JobSpec) -> dict[str, int]:
+    """Each NoSchedule/NoExecute taint that one of the job's pending pods does not tolerate,
+    with the number of nodes carrying it (most nodes first, then by name)."""
+    pending = [t for t in job.tasks if t.status is TaskStatus.PENDING]
+    kinds = {t.tolerations for t in pending}
+    found: dict[str, set[str]] = {}
+    for node in built.snapshot.nodes:
+        for taint in node.taints:
+            if taint.effect not in _BLOCKING_EFFECTS:
+                continue
+            if any(not tolerates(tolerations, taint) for tolerations in kinds):
+                found.setdefault(taint_text(taint), set()).add(node.name)
+    ordered = sorted(found.items(), key=lambda item: (-len(item[1]), item[0]))
+    return {text: len(nodes) for text, nodes in ordered}
 
 
 def _path(built: BuiltSnapshot, result: SessionResult, leaf: str) -> list[dict[str, Any]]:
@@ -365,6 +404,9 @@ def text(ex: Explanation) -> str:
         if isinstance(counts, dict):
             for reason, n in counts.items():
                 lines.append(f"    {n:>5} node(s): {reason}")
+                if reason == TAINT:
+                    for taint, on in ex.taints.items():
+                        lines.append(f"          {taint} (on {on} node(s))")
         for other in ex.reasons[1:]:
             lines.append(f"also: {other.reason.value}: {other.message}")
     else:
