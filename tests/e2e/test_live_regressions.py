@@ -335,3 +335,41 @@ def test_host_ports_keep_two_pods_apart(cluster: Cluster) -> None:
     pods = _pods(cluster, "work")
     assert _phase(pods["udp"]) == "Running"  # another protocol: no conflict
     assert sorted(_phase(pods[n]) for n in ("a", "b")) == ["Pending", "Running"]
+
+
+def test_min_runtime_switched_on_protects_a_job_that_started_before(cluster: Cluster) -> None:
+    """Jobs started while no min runtime was in force carry no last-start-timestamp; once a
+    queue's preemptMinRuntime is set they are protected at once, from their pods' start (it
+    used to leave them unprotected until they started again)."""
+    kube = cluster.kube
+    kube.create(QUEUES, queue("team"))
+    ensure_namespace(kube, "work")
+    create_nodes(kube, 1, NodeShape(gpus=2))
+    cluster.start_system()
+    for i in range(2):
+        kube.create(PODS, pod_manifest(f"low-{i}", "work", "team", gpus=1, priority_class="train"))
+    eventually(
+        lambda: sum(_phase(p) == "Running" for p in _pods(cluster, "work").values()) == 2,
+        timeout=20,
+    )
+    groups = kube.list(PODGROUPS, "work")["items"]
+    assert all(
+        "kai.scheduler/last-start-timestamp" not in (g["metadata"].get("annotations") or {})
+        for g in groups
+    )
+    kube.patch(QUEUES, "team", {"spec": {"preemptMinRuntime": "2m"}})
+    kube.create(PODS, pod_manifest("urgent", "work", "team", gpus=1, priority_class="inference"))
+
+    def considered() -> bool:  # the scheduler tried the urgent pod and left it pending
+        conditions = (_pods(cluster, "work")["urgent"].get("status") or {}).get("conditions")
+        return any(c.get("type") == "PodScheduled" for c in conditions or [])
+
+    eventually(considered, timeout=20)
+    time.sleep(2.0)  # ten cycles: no eviction
+    pods = _pods(cluster, "work")
+    assert _phase(pods["urgent"]) == "Pending"
+    assert all(_phase(pods[f"low-{i}"]) == "Running" for i in range(2))
+    assert not any(p["metadata"].get("deletionTimestamp") for p in pods.values())
+    # without the min runtime the same pod preempts one of them
+    kube.patch(QUEUES, "team", {"spec": {"preemptMinRuntime": None}})
+    eventually(lambda: _phase(_pods(cluster, "work")["urgent"]) == "Running", timeout=30)

@@ -56,6 +56,7 @@ from kai.reconcilers.snapshot_builder import (
     _task,
     parse_pod,
     pod_status,
+    started_from_pods,
 )
 from kai.scheduler.sharing_modes import node_sharing_modes
 from kai.scheduler.snapshot import JobSpec, NodeSpec, Snapshot, TaskSpec, TaskStatus
@@ -401,6 +402,9 @@ class IncrementalSnapshot:
             return
         job = _shallow_copy(unit.template)
         job.tasks = valid
+        if job.last_start_time is None:  # as _assemble_jobs: from the pods' start
+            objs = {e.task.uid: e.obj for e in entries if e.task is not None}
+            job.last_start_time = started_from_pods(valid, lambda t: objs.get(t.uid))
         unit.job = job
         unit.groups = tuple((t.node, t.gpu_groups) for t in valid if t.node and t.gpu_groups)
 

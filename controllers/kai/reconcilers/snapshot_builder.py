@@ -27,7 +27,7 @@ import calendar
 import dataclasses
 import functools
 import time
-from collections.abc import Collection, Iterable, Mapping
+from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -473,6 +473,40 @@ def pod_status(
     if spec.get("schedulingGates"):
         return TaskStatus.GATED, None, None
     return TaskStatus.PENDING, None, None
+
+
+_STARTED = (TaskStatus.RUNNING, TaskStatus.BOUND)
+
+
+def pod_started_at(pod: Mapping[str, Any]) -> float | None:
+    """When a bound pod started: its ``PodScheduled=True`` transition (the binding), else its
+    ``status.startTime`` (the kubelet's); None when neither is known."""
+    status = _mapping(pod.get("status"))
+    for cond in status.get("conditions") or ():
+        if isinstance(cond, Mapping) and cond.get("type") == "PodScheduled":
+            if cond.get("status") == "True":
+                found = parse_time(cond.get("lastTransitionTime"))
+                if found is not None:
+                    return found
+            break
+    return parse_time(status.get("startTime"))
+
+
+def started_from_pods(
+    tasks: Iterable[TaskSpec], pod_of: Callable[[TaskSpec], Mapping[str, Any] | None]
+) -> float | None:
+    """A running job's start as the cluster shows it, for a PodGroup without
+    ``kai.scheduler/last-start-timestamp`` (it started while no min runtime was in force, so
+    none was written): the earliest start of its bound pods. Min-runtime protection then
+    applies at once when a min runtime is switched on, not only to jobs started after."""
+    starts = []
+    for task in tasks:
+        if task.status in _STARTED:
+            pod = pod_of(task)
+            start = pod_started_at(pod) if pod is not None else None
+            if start is not None:
+                starts.append(start)
+    return min(starts) if starts else None
 
 
 def bind_request_live(br: dict[str, Any]) -> bool:
@@ -1236,6 +1270,8 @@ def _assemble_jobs(
         if not valid:
             continue
         job.tasks = valid
+        if job.last_start_time is None:
+            job.last_start_time = started_from_pods(valid, lambda t: built.pods.get(t.uid))
         jobs.append(job)
         built.podgroups[job.uid] = pg
         for task in valid:
