@@ -905,10 +905,10 @@ class SnapshotBuilder:
         built = BuiltSnapshot(snapshot=Snapshot(now=0.0, nodes=[], queues=[], jobs=[]))
         classes, default_priority = _priority_classes(priority_classes)
         other_pools: set[tuple[str, str]] = set()
-        if self.pool.shard is not None:
-            nodes = [n for n in nodes if self.pool.holds(_labels_of(n))]
-            queues = [q for q in queues if self.pool.holds(_labels_of(q))]
-            podgroups, other_pools = self._own_podgroups(podgroups)
+        # every scheduler serves one pool (without a shard: the unlabelled one)
+        nodes = [n for n in nodes if self.pool.holds(_labels_of(n))]
+        queues = [q for q in queues if self.pool.holds(_labels_of(q))]
+        podgroups, other_pools = self._own_podgroups(podgroups)
         # PodGroups first: a pod counts as a task only when its PodGroup is understood
         parsed_jobs = self._parse_podgroups(podgroups, classes, default_priority, problems)
         brs_by_pod = _bind_requests_by_pod(bind_requests)
@@ -1000,17 +1000,16 @@ class SnapshotBuilder:
                 if spec.get("nodeName"):
                     out.add_foreign_pod(spec, md)
                 continue
-            if self.pool.shard is not None:
-                group = _mapping(md.get("annotations")).get(POD_GROUP_ANNOTATION)
-                if (ns, str(group)) in other_pools or (
-                    group is None and not self.pool.holds(md.get("labels"))
-                ):
-                    # another shard's pod: on a node it holds that node's capacity (nodes are
-                    # partitioned, so only if someone bound it across pools)
-                    if spec.get("nodeName"):
-                        out.add_foreign_pod(spec, md)
-                    brs_by_pod.pop((ns, str(md.get("name"))), None)
-                    continue
+            group = _mapping(md.get("annotations")).get(POD_GROUP_ANNOTATION)
+            if (ns, str(group)) in other_pools or (
+                group is None and not self.pool.holds(md.get("labels"))
+            ):
+                # another shard's pod: on a node it holds that node's capacity (nodes are
+                # partitioned, so only if someone bound it across pools)
+                if spec.get("nodeName"):
+                    out.add_foreign_pod(spec, md)
+                brs_by_pod.pop((ns, str(md.get("name"))), None)
+                continue
             info = self._pod_info(pod)
             if isinstance(info, ObjectError):
                 problems.append(SkippedObject(pod, info.field, info.message))
