@@ -55,6 +55,8 @@ class Explanation:
     # the taints (kubectl's KEY[=VALUE]:EFFECT) that keep its pending pods off nodes, with
     # the number of nodes each one keeps them off; only when a node fails on a taint
     taints: dict[str, int] = field(default_factory=dict)
+    # the pods placed whose bind has not completed, each with its BindRequest's state
+    binding: list[str] = field(default_factory=list)
 
     def as_dict(self) -> dict[str, Any]:
         first = self.reasons[0].as_dict() if self.reasons else None
@@ -74,6 +76,7 @@ class Explanation:
                 None if self.position is None else {"position": self.position, "of": self.waiting}
             ),
             "unblock": self.unblock,
+            "waitingForBind": self.binding,
         }
 
 
@@ -102,11 +105,12 @@ def find_job(built: BuiltSnapshot, target: str) -> tuple[JobSpec, str | None]:
     )
 
 
-def run(snap: ClusterSnapshot) -> tuple[BuiltSnapshot, SessionResult]:
-    """The live scheduler's next cycle on ``snap``: its builder, its actions, its core."""
+def run(snap: ClusterSnapshot, node_pool: str | None = None) -> tuple[BuiltSnapshot, SessionResult]:
+    """The next cycle of the live scheduler of ``node_pool`` (default: the snapshot's) on
+    ``snap``: its builder, its inputs (pool, settings, sharing modes), its actions, its core."""
     from kai.scheduler.session import run_session
 
-    built = snap.build()
+    built = snap.build(node_pool=node_pool)
     return built, run_session(built.snapshot)
 
 
@@ -115,7 +119,8 @@ def explain(
     target: str,
     computed: tuple[BuiltSnapshot, SessionResult] | None = None,
 ) -> Explanation:
-    built, result = computed or run(snap)
+    # the target as the scheduler of its own node pool sees it
+    built, result = computed or run(snap, snap.pool_of_target(target))
     job, pod = find_job(built, target)
     placed_statuses = {*ACTIVE_ALLOCATED_STATUSES, TaskStatus.PIPELINED}
     placed = sum(
@@ -129,7 +134,10 @@ def explain(
         if t.uid in result.tasks and result.tasks[t.uid].status in ALLOCATED_STATUSES
     )
     reasons = classify_job(job, result, cycle_facts(built.snapshot, result))
-    if running == len(job.tasks) and job.tasks:
+    binding = _binding(built, result, job)
+    if binding and running == len(job.tasks):
+        state = "Binding"  # placed, but a bind has not completed: no node yet
+    elif running == len(job.tasks) and job.tasks:
         state = "Running"
     elif running:
         state = "PartlyRunning"
@@ -146,9 +154,49 @@ def explain(
         path=_path(built, result, job.queue),
         position=position,
         waiting=waiting,
-        unblock=_unblock(built, result, job, reasons),
+        unblock=_unblock(built, result, job, reasons) or _bind_hint(binding),
+        binding=binding,
         taints=_untolerated_taints(built, job) if TAINT in counts else {},
     )
+
+
+def _binding(built: BuiltSnapshot, result: SessionResult, job: JobSpec) -> list[str]:
+    """The job's pods that have a BindRequest but no node yet, each with its state."""
+    out = []
+    for task in job.tasks:
+        outcome = result.tasks.get(task.uid)
+        status = outcome.status if outcome is not None else task.status
+        if status is not TaskStatus.BINDING or task.status is not TaskStatus.BINDING:
+            continue
+        br = built.bind_requests.get(task.uid) or {}
+        md, spec = br.get("metadata") or {}, br.get("spec") or {}
+        st = br.get("status") or {}
+        groups = ", ".join(str(g) for g in spec.get("selectedGPUGroups") or [])
+        where = f"node {spec.get('selectedNode') or '?'}" + (
+            f" (GPU group {groups})" if groups else ""
+        )
+        if not st.get("phase"):
+            state = "no status yet: the binder has not completed it"
+        else:
+            attempts = st.get("failedAttempts")
+            state = f"phase {st['phase']}" + (f", {attempts} failed attempt(s)" if attempts else "")
+            if st.get("reason"):
+                state += f": {st['reason']}"
+        out.append(
+            f"pod {task.namespace}/{task.name}: BindRequest {md.get('namespace')}/"
+            f"{md.get('name')} to {where}, {state}"
+        )
+    return out
+
+
+def _bind_hint(binding: list[str]) -> list[str]:
+    if not binding:
+        return []
+    return [
+        "runs once the binder binds it: a shared GPU is bound only when its reservation pod "
+        "runs on the node and reports its GPU (the node's GPU device plugin); the binder's "
+        "log says what it waits for"
+    ]
 
 
 def taint_text(taint: Taint) -> str:
@@ -409,6 +457,9 @@ def text(ex: Explanation) -> str:
                         lines.append(f"          {taint} (on {on} node(s))")
         for other in ex.reasons[1:]:
             lines.append(f"also: {other.reason.value}: {other.message}")
+    elif ex.binding:
+        lines.append("waiting for its bind:")
+        lines.extend(f"    {line}" for line in ex.binding)
     else:
         lines.append("nothing blocks it: every task is placed")
     if ex.position is not None:

@@ -373,8 +373,13 @@ class Scheduler:
         }
         caches["bindrequests"] = self._bind_request_view(advance=False)
         caches["config"] = inf["config"].items() if "config" in inf.informers else []
+        pool = self.options.pool
         return from_caches(
-            caches, scheduler_name=self.options.scheduler_name, config_map=self.options.config_map
+            caches,
+            scheduler_name=self.options.scheduler_name,
+            config_map=self.options.config_map,
+            node_pool=pool.partition,
+            node_pool_label=pool.label_key,
         )
 
     def write_snapshot(self, directory: str) -> str:
