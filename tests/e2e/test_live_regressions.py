@@ -373,3 +373,43 @@ def test_min_runtime_switched_on_protects_a_job_that_started_before(cluster: Clu
     # without the min runtime the same pod preempts one of them
     kube.patch(QUEUES, "team", {"spec": {"preemptMinRuntime": None}})
     eventually(lambda: _phase(_pods(cluster, "work")["urgent"]) == "Running", timeout=30)
+
+
+def test_capacity_metric_counts_mig_instances_as_fair_share_does(cluster: Cluster) -> None:
+    """A mixed MIG node counts in kai_cluster_capacity_gpus as in fair share (an instance of a
+    <N>g profile = N GPUs, KAI's rule): the queues' fair shares add up to the metric (it used to
+    leave the MIG node out, so fair shares summed above the cluster's capacity)."""
+    import re
+
+    kube = cluster.kube
+    for name in ("a", "b"):
+        kube.create(QUEUES, queue(name, gpu_quota=0))  # all over quota: capacity is divided
+    ensure_namespace(kube, "work")
+    create_nodes(kube, 1, NodeShape(gpus=4))
+    create_nodes(kube, 1, NodeShape(gpus=1, mig={"nvidia.com/mig-1g.10gb": 7}), prefix="mig")
+    system = cluster.start_system()
+    for name, count in (("a", 6), ("b", 6)):
+        for i in range(count):
+            kube.create(PODS, pod_manifest(f"{name}-{i}", "work", name, gpus=1))
+    for i in range(8):
+        body = pod_manifest(f"m-{i}", "work", "b")
+        body["spec"]["containers"][0]["resources"]["limits"] = {"nvidia.com/mig-1g.10gb": "1"}
+        kube.create(PODS, body)
+
+    def figures() -> tuple[float, float] | None:
+        text = system.metrics.registry.exposition()
+        cap = re.search(r"^kai_cluster_capacity_gpus (\S+)$", text, re.M)
+        fair = re.findall(
+            r'^kai_queue_fair_share_gpu\{[^}]*queue_name="[ab]"[^}]*\} (\S+)$', text, re.M
+        )
+        if cap is None or len(fair) != 2 or float(cap.group(1)) == 0:
+            return None
+        return float(cap.group(1)), sum(float(f) for f in fair)
+
+    def settled() -> tuple[float, float] | None:
+        found = figures()
+        return found if found is not None and found[1] > 10.5 else None
+
+    capacity, fair = eventually(settled, timeout=30)
+    assert capacity == 11.0  # 4 whole GPUs + 7 instances of 1g
+    assert abs(fair - capacity) < 1e-6, (fair, capacity)

@@ -1053,7 +1053,10 @@ class Scheduler:
             m.quota[resource].replace(quota)
             m.limit[resource].replace(limit)
         nodes = built.snapshot.nodes
-        m.capacity["gpu"].set(float(sum(n.gpus for n in nodes)))
+        from kai.scheduler.session import node_gpus
+
+        # as fair share counts them (MIG instances too), so that fair shares add up to it
+        m.capacity["gpu"].set(sum(node_gpus(n) for n in nodes if n.ready))
         m.capacity["cpu"].set(sum(n.cpu_millis for n in nodes) / 1000.0)
         m.capacity["memory"].set(float(sum(n.memory_bytes for n in nodes)))
         m.queue_info.replace(
