@@ -9,8 +9,10 @@ mode's update rule says) and waits until nothing changes for a while. The simula
 file's rounds (a single-session file gets rounds until its state stops changing). Per job, the
 multiset of (status, node) of its tasks must be equal: tasks of one job are alike, and which of
 two alike pods the live system takes first depends on creation times the file does not have.
-A difference is a bug in one of the two paths. The scenarios run side by side (each pool is
-independent), so the whole set takes about as long as its slowest few.
+A difference is a bug in one of the two paths. Then, for every pod the live scheduler marked
+``PodScheduled=False``, `kai explain` of the same cluster must give the same reasons. The
+scenarios run side by side (each pool is independent), so the whole set takes about as long as
+its slowest few.
 """
 
 from __future__ import annotations
@@ -27,10 +29,14 @@ import pytest
 from e2e_helpers import system_starter
 
 from kai.kube.client import Kube
+from kai.kube.resources import PODS
+from kai.reconcilers.cluster_snapshot import capture
 from kai.scenario import load_scenario, model
-from kai.scenario.convert import _config
+from kai.scenario.convert import scheduler_config
 from kai.scenario.rounds import run_scenario
+from kai.scheduler.reasons import condition_text
 from kai.scheduler.session import run_session
+from kai.scheduler.snapshot import SchedulerConfig
 from kai.sim import scenario_live
 from kai.sim.system import System, bootstrap
 from kube_emulator import ApiServer
@@ -77,6 +83,9 @@ def by_job(scenario: model.Scenario, state: State) -> dict[str, list[tuple[str, 
     }
 
 
+EXPLAINED: Counter[str] = Counter()  # kubeconfig -> pending pods whose explanation was compared
+
+
 def run_live(kubeconfig: str, path: Path) -> str | None:
     """Build, schedule until settled, compare; the difference as text, or None."""
     scenario = load_scenario(str(path))
@@ -89,7 +98,7 @@ def run_live(kubeconfig: str, path: Path) -> str | None:
     live = None
     try:
         live = scenario_live.build(kube, scenario, prefix, prefix)
-        config = dataclasses.replace(_config(scenario), actions=list(scenario.actions))
+        config = scheduler_config(scenario)
         system_starter(kubeconfig, systems)(config=config, shard=prefix, components=("scheduler",))
         state = scenario_live.settle(
             lambda: scenario_live.live_state(kube, live),
@@ -103,7 +112,11 @@ def run_live(kubeconfig: str, path: Path) -> str | None:
             for job in wanted
             if Counter(found[job]) != Counter(wanted[job])
         }
-        return f"live and simulated differ: {differences}" if differences else None
+        if differences:
+            return f"live and simulated differ: {differences}"
+        disagreements, compared = explain_disagreements(kube, live, config)
+        EXPLAINED[kubeconfig] += compared
+        return f"kai explain disagrees: {disagreements}" if disagreements else None
     finally:
         for system in systems:
             system.stop()
@@ -117,6 +130,32 @@ def on_real_server(name: str) -> bool:
     rounds mode (78 files); the embedded one runs them all. The real one is the slower (a second
     of writes per scenario under load), and plain allocation is the same path on both."""
     return not name.startswith("allocate/") or "/cycle_" in name
+
+
+def explain_disagreements(
+    kube: Kube, live: scenario_live.LiveScenario, config: SchedulerConfig
+) -> tuple[dict[str, dict[str, str]], int]:
+    """For every pending pod the live scheduler marked ``PodScheduled=False``: what `kai explain`
+    says of it (the same capture of the cluster, the scenario's node pool and settings) against
+    the condition's message. Pods whose condition is not (yet) written are not compared."""
+    from kai.insight.explain import explain
+
+    messages: dict[str, str] = {}
+    for pod in kube.list(PODS, live.namespace)["items"]:
+        for cond in (pod.get("status") or {}).get("conditions") or []:
+            if cond.get("type") == "PodScheduled" and cond.get("status") == "False":
+                messages[pod["metadata"]["name"]] = str(cond.get("message") or "")
+    if not messages:
+        return {}, 0
+    snap = capture(kube)
+    built = snap.build(config=config, node_pool=live.prefix)
+    computed = (built, run_session(built.snapshot))
+    out = {}
+    for name, message in sorted(messages.items()):
+        said = condition_text(explain(snap, f"{live.namespace}/{name}", computed).reasons)
+        if said != message:
+            out[name] = {"live": message, "explain": said}
+    return out, len(messages)
 
 
 def run_all(kubeconfig: str, names: list[str]) -> dict[str, str | None]:
@@ -177,4 +216,5 @@ def test_live_settles_where_simulate_ends(server: tuple[str, list[str]]) -> None
     failed = {name: text for name, text in outcomes.items() if text and not text.startswith("skip")}
     compared = sum(1 for text in outcomes.values() if text is None or not text.startswith("skip"))
     assert compared >= 40, outcomes
+    assert EXPLAINED[kubeconfig] >= 20, "too few pending pods to compare kai explain with"
     assert not failed, "\n".join(f"{name}: {text}" for name, text in sorted(failed.items()))
