@@ -5,6 +5,7 @@ woken by the watch as soon as the GPU UUID is there, and everything KAI's protoc
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 import uuid
@@ -344,6 +345,33 @@ def test_a_reservation_pod_without_a_uuid_fails_the_bind_after_the_timeout(
         )
 
     eventually(timed_out_event, timeout=10)
+
+
+def test_the_binder_says_why_a_bind_waits(
+    timeout_case: TimeoutCase, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A bind that waits for its reservation pod's GPU is logged: once at INFO when it starts
+    waiting, once as a WARNING when it still waits (never once per re-check), naming the
+    reservation pod, the node and what it waits for."""
+    monkeypatch.setattr(binder_module, "RESERVATION_TIMEOUT", 30.0)
+    monkeypatch.setattr(binder_module, "RESERVATION_WARN", 0.6)
+    case, kube = timeout_case, timeout_case.kube
+    caplog.set_level(logging.INFO, logger="kai.binder")
+    kube.create(BIND_REQUESTS, _bind_request(case.pod, case.node, "g1"))
+    name = reservation_pod_name(case.node, "g1")
+
+    def said() -> list[logging.LogRecord]:
+        return [r for r in caplog.records if "waiting" in r.getMessage()]
+
+    eventually(lambda: any(r.levelno == logging.WARNING for r in said()), timeout=15)
+    time.sleep(1.0)  # more re-checks: nothing more is said
+    levels = [r.levelno for r in said()]
+    assert levels == [logging.INFO, logging.WARNING], levels
+    text = said()[-1].getMessage()
+    assert f"binder {case.ns}/half-a" in text
+    assert f"kai-resource-reservation/{name} on node {case.node}" in text
+    assert GPU_INDEX_ANNOTATION in text
+    assert not (kube.get(BIND_REQUESTS, "half-a", case.ns).get("status") or {}).get("phase")
 
 
 def _exists(kube: Kube, name: str, ns: str) -> bool:

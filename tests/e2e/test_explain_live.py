@@ -253,3 +253,50 @@ def test_a_running_scheduler_writes_a_snapshot_on_sigusr1(cluster: Cluster, tmp_
     from kai.insight.explain import explain
 
     assert explain(snap, "work/target").reasons[0].reason.value == "NoNodeFits"
+
+
+def test_explain_agrees_with_the_live_scheduler_on_sharing_modes(
+    cluster: Cluster, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A MIG pod where the default pool's SharingPolicy allows fractions only: the live
+    scheduler leaves it pending (PodScheduled=False, SharingPolicy does not allow), and `kai
+    explain` through the kubeconfig says the same, in the same words."""
+    import yaml
+
+    from kai.kube.resources import CONFIGMAPS
+    from kai.sim.nodes import NodeShape, create_nodes
+
+    kube = cluster.kube
+    kube.create(QUEUES, queue("team"))
+    ensure_namespace(kube, "work")
+    ensure_namespace(kube, "kai-scheduler")
+    policy = {"name": "default", "nodePool": "", "modes": ["fraction"]}
+    kube.create(
+        CONFIGMAPS,
+        {
+            "apiVersion": "v1",
+            "kind": "ConfigMap",
+            "metadata": {"name": "kai-scheduler-config", "namespace": "kai-scheduler"},
+            "data": {"sharing-policy.default.yaml": yaml.safe_dump(policy)},
+        },
+    )
+    create_nodes(kube, 1, NodeShape(gpus=1, mig={"nvidia.com/mig-1g.10gb": 7}), prefix="mig")
+    cluster.start_system()
+    body = pod_manifest("slice", "work", "team")
+    body["spec"]["containers"][0]["resources"]["limits"] = {"nvidia.com/mig-1g.10gb": "1"}
+    kube.create(PODS, body)
+
+    def live_message() -> str | None:
+        pod = kube.get(PODS, "slice", "work")
+        for cond in (pod.get("status") or {}).get("conditions") or []:
+            if cond.get("type") == "PodScheduled" and cond.get("status") == "False":
+                return str(cond.get("message"))
+        return None
+
+    message = eventually(live_message, timeout=20)
+    assert "SharingPolicy does not allow" in message
+    assert main(["explain", "work/slice", "--kubeconfig", cluster.kubeconfig, "-o", "json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["state"] == "Pending"
+    assert doc["firstReason"]["reason"] == "NoNodeFits"
+    assert doc["firstReason"]["message"] in message

@@ -272,10 +272,10 @@ def test_preemption_delay_is_read_from_the_podgroup(cluster: Cluster) -> None:
         conditions = (kube.get(PODGROUPS, "urgent", "work").get("status") or {}).get(
             "schedulingConditions"
         ) or []
-        # the core's PreemptionDelayNotElapsed, filed under WaitingForFairShare by the taxonomy
+        # KAI's reason name, as the core gives it
         reasons = [r for c in conditions for r in c.get("reasons") or []]
         return any(
-            r.get("reason") == "WaitingForFairShare"
+            r.get("reason") == "PreemptionDelayNotElapsed"
             and "within its preemption delay window" in (r.get("message") or "")
             for r in reasons
         )
@@ -335,3 +335,81 @@ def test_host_ports_keep_two_pods_apart(cluster: Cluster) -> None:
     pods = _pods(cluster, "work")
     assert _phase(pods["udp"]) == "Running"  # another protocol: no conflict
     assert sorted(_phase(pods[n]) for n in ("a", "b")) == ["Pending", "Running"]
+
+
+def test_min_runtime_switched_on_protects_a_job_that_started_before(cluster: Cluster) -> None:
+    """Jobs started while no min runtime was in force carry no last-start-timestamp; once a
+    queue's preemptMinRuntime is set they are protected at once, from their pods' start (it
+    used to leave them unprotected until they started again)."""
+    kube = cluster.kube
+    kube.create(QUEUES, queue("team"))
+    ensure_namespace(kube, "work")
+    create_nodes(kube, 1, NodeShape(gpus=2))
+    cluster.start_system()
+    for i in range(2):
+        kube.create(PODS, pod_manifest(f"low-{i}", "work", "team", gpus=1, priority_class="train"))
+    eventually(
+        lambda: sum(_phase(p) == "Running" for p in _pods(cluster, "work").values()) == 2,
+        timeout=20,
+    )
+    groups = kube.list(PODGROUPS, "work")["items"]
+    assert all(
+        "kai.scheduler/last-start-timestamp" not in (g["metadata"].get("annotations") or {})
+        for g in groups
+    )
+    kube.patch(QUEUES, "team", {"spec": {"preemptMinRuntime": "2m"}})
+    kube.create(PODS, pod_manifest("urgent", "work", "team", gpus=1, priority_class="inference"))
+
+    def considered() -> bool:  # the scheduler tried the urgent pod and left it pending
+        conditions = (_pods(cluster, "work")["urgent"].get("status") or {}).get("conditions")
+        return any(c.get("type") == "PodScheduled" for c in conditions or [])
+
+    eventually(considered, timeout=20)
+    time.sleep(2.0)  # ten cycles: no eviction
+    pods = _pods(cluster, "work")
+    assert _phase(pods["urgent"]) == "Pending"
+    assert all(_phase(pods[f"low-{i}"]) == "Running" for i in range(2))
+    assert not any(p["metadata"].get("deletionTimestamp") for p in pods.values())
+    # without the min runtime the same pod preempts one of them
+    kube.patch(QUEUES, "team", {"spec": {"preemptMinRuntime": None}})
+    eventually(lambda: _phase(_pods(cluster, "work")["urgent"]) == "Running", timeout=30)
+
+
+def test_capacity_metric_counts_mig_instances_as_fair_share_does(cluster: Cluster) -> None:
+    """A mixed MIG node counts in kai_cluster_capacity_gpus as in fair share (an instance of a
+    <N>g profile = N GPUs, KAI's rule): the queues' fair shares add up to the metric (it used to
+    leave the MIG node out, so fair shares summed above the cluster's capacity)."""
+    import re
+
+    kube = cluster.kube
+    for name in ("a", "b"):
+        kube.create(QUEUES, queue(name, gpu_quota=0))  # all over quota: capacity is divided
+    ensure_namespace(kube, "work")
+    create_nodes(kube, 1, NodeShape(gpus=4))
+    create_nodes(kube, 1, NodeShape(gpus=1, mig={"nvidia.com/mig-1g.10gb": 7}), prefix="mig")
+    system = cluster.start_system()
+    for name, count in (("a", 6), ("b", 6)):
+        for i in range(count):
+            kube.create(PODS, pod_manifest(f"{name}-{i}", "work", name, gpus=1))
+    for i in range(8):
+        body = pod_manifest(f"m-{i}", "work", "b")
+        body["spec"]["containers"][0]["resources"]["limits"] = {"nvidia.com/mig-1g.10gb": "1"}
+        kube.create(PODS, body)
+
+    def figures() -> tuple[float, float] | None:
+        text = system.metrics.registry.exposition()
+        cap = re.search(r"^kai_cluster_capacity_gpus (\S+)$", text, re.M)
+        fair = re.findall(
+            r'^kai_queue_fair_share_gpu\{[^}]*queue_name="[ab]"[^}]*\} (\S+)$', text, re.M
+        )
+        if cap is None or len(fair) != 2 or float(cap.group(1)) == 0:
+            return None
+        return float(cap.group(1)), sum(float(f) for f in fair)
+
+    def settled() -> tuple[float, float] | None:
+        found = figures()
+        return found if found is not None and found[1] > 10.5 else None
+
+    capacity, fair = eventually(settled, timeout=30)
+    assert capacity == 11.0  # 4 whole GPUs + 7 instances of 1g
+    assert abs(fair - capacity) < 1e-6, (fair, capacity)

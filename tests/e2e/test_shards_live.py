@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import contextlib
 import re
+import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -241,6 +242,68 @@ def test_two_shards_place_pods_only_on_their_pools_nodes(api: tuple[str, Kube], 
     ]
 
 
+def test_the_default_scheduler_leaves_other_pools_alone(api: tuple[str, Kube], made: Made) -> None:
+    """A scheduler without --shard serves KAI's default pool: the nodes, Queues and workloads
+    without the node-pool label. A pool-x pod waits for pool-x's shard (it is neither placed on
+    the unlabelled node nor on pool-x's node by the default scheduler), and the default
+    scheduler's pods never land on pool-x's node."""
+    kubeconfig, kube = api
+    tag = uuid.uuid4().hex[:6]
+    scheduler = f"kai-default-{tag}"
+    ns = f"default-{tag}"
+    pool = f"px-{tag}"
+    _namespace(made, ns)
+    plain, pooled = f"plain-{tag}", f"pooled-{tag}"
+    _ready_node(made, plain, 4, {})
+    _ready_node(made, pooled, 4, {NODE_POOL: pool})
+    made.create(
+        SCHEDULING_SHARDS,
+        {
+            "apiVersion": "kai.scheduler/v1",
+            "kind": "SchedulingShard",
+            "metadata": {"name": f"shard-{tag}"},
+            "spec": {"partitionLabelValue": pool},
+        },
+    )
+    made.create(QUEUES, _queue(f"q-{tag}"))
+    made.create(QUEUES, _queue(f"qx-{tag}", {NODE_POOL: pool}))
+    default = made.start(kubeconfig, scheduler_name=scheduler, components=("scheduler",))
+    made.start(kubeconfig, scheduler_name=scheduler, components=("podgrouper",))
+    # pool-x's pods first: the cycle that places the last default pod has seen them all
+    for i in range(3):
+        made.create(
+            PODS,
+            pod_manifest(
+                f"x-{i}",
+                ns,
+                f"qx-{tag}",
+                gpus=1,
+                scheduler_name=scheduler,
+                labels={NODE_POOL: pool},
+            ),
+        )
+    for i in range(3):
+        made.create(PODS, pod_manifest(f"d-{i}", ns, f"q-{tag}", gpus=1, scheduler_name=scheduler))
+    eventually(lambda: len(_bind_requests(kube, ns)) == 3, timeout=30)
+    assert default.scheduler is not None
+    time.sleep(0.5)  # (and a late decision would show)
+    decisions = _bind_requests(kube, ns)
+    assert decisions == {f"d-{i}": plain for i in range(3)}, decisions
+    # pool-x's shard places its pods, on its node only
+    made.start(
+        kubeconfig,
+        scheduler_name=scheduler,
+        components=("scheduler",),
+        shard=f"shard-{tag}",
+        identity_suffix="-x",
+    )
+    eventually(lambda: len(_bind_requests(kube, ns)) == 6, timeout=30)
+    decisions = _bind_requests(kube, ns)
+    assert {p: n for p, n in decisions.items() if p.startswith("x-")} == {
+        f"x-{i}": pooled for i in range(3)
+    }, decisions
+
+
 def _configmap(name: str, data: dict[str, Any]) -> dict[str, Any]:
     return {
         "apiVersion": "v1",
@@ -259,25 +322,37 @@ def _bind_requests(kube: Kube, namespace: str) -> dict[str, str]:
 
 
 def test_a_pool_without_sharing_gets_no_fractional_pod(api: tuple[str, Kube], made: Made) -> None:
-    """SharingPolicies: pool whole-<tag> (8 GPUs) allows no sharing, pool frac-<tag> (1 GPU)
-    allows fractions. Four half-GPU pods: two fit the one shared GPU, the other two stay pending
-    although eight whole GPUs are free (without the policies they would go there)."""
+    """SharingPolicies: the default pool (a node without the node-pool label, 8 GPUs) allows no
+    sharing, pool frac-<tag> (1 GPU, served by its shard) allows fractions. Four half-GPU pods
+    of each pool: those of frac-<tag> fill its one shared GPU two by two (two stay pending);
+    none of the default pool's is placed although eight whole GPUs are free (without the
+    policies they would go there); and no pod crosses to the other pool's node."""
     kubeconfig, kube = api
     tag = uuid.uuid4().hex[:6]
     scheduler = f"kai-sharing-{tag}"
     ns = f"sharing-{tag}"
     whole, frac = f"whole-{tag}", f"frac-{tag}"
     _namespace(made, ns)
-    _ready_node(made, whole, 8, {NODE_POOL: whole})
+    _ready_node(made, whole, 8, {})
     _ready_node(made, frac, 1, {NODE_POOL: frac})
+    made.create(
+        SCHEDULING_SHARDS,
+        {
+            "apiVersion": "kai.scheduler/v1",
+            "kind": "SchedulingShard",
+            "metadata": {"name": f"shard-{tag}"},
+            "spec": {"partitionLabelValue": frac},
+        },
+    )
     made.create(QUEUES, _queue(f"q-{tag}"))
+    made.create(QUEUES, _queue(f"qf-{tag}", {NODE_POOL: frac}))
     cm = f"sched-{tag}"
     made.create(
         CONFIGMAPS,
         _configmap(
             cm,
             {
-                f"sharing-policy.{whole}.yaml": {"name": whole, "nodePool": whole, "modes": []},
+                "sharing-policy.default.yaml": {"name": "default", "nodePool": "", "modes": []},
                 f"sharing-policy.{frac}.yaml": {
                     "name": frac,
                     "nodePool": frac,
@@ -286,27 +361,48 @@ def test_a_pool_without_sharing_gets_no_fractional_pod(api: tuple[str, Kube], ma
             },
         ),
     )
-    system = made.start(
-        kubeconfig,
-        scheduler_name=scheduler,
-        components=("scheduler", "podgrouper"),
-        config_map=f"kai-scheduler/{cm}",
-    )
+    systems = {
+        pool: made.start(
+            kubeconfig,
+            scheduler_name=scheduler,
+            components=("scheduler",),
+            config_map=f"kai-scheduler/{cm}",
+            **({"shard": f"shard-{tag}", "identity_suffix": "-frac"} if pool else {}),
+        )
+        for pool in ("", frac)
+    }
+    made.start(kubeconfig, scheduler_name=scheduler, components=("podgrouper",))
     for i in range(4):
         made.create(
             PODS, pod_manifest(f"half-{i}", ns, f"q-{tag}", fraction=0.5, scheduler_name=scheduler)
         )
+        made.create(
+            PODS,
+            pod_manifest(
+                f"fhalf-{i}",
+                ns,
+                f"qf-{tag}",
+                fraction=0.5,
+                scheduler_name=scheduler,
+                labels={NODE_POOL: frac},
+            ),
+        )
     eventually(lambda: len(_bind_requests(kube, ns)) == 2, timeout=30)
-    assert system.scheduler is not None
-    scheduler_ = system.scheduler
-    # a later cycle weighed the other two (pending with a reason) and left them pending; with
-    # nothing changing the scheduler then sleeps (cycles are triggered by new work)
-    eventually(
-        lambda: scheduler_.last_result is not None and len(scheduler_.last_result.job_reasons) == 2
-    )
+    # later cycles weighed the others (pending with a reason) and left them pending; with
+    # nothing changing the schedulers then sleep (cycles are triggered by new work)
+    for pool, system in systems.items():
+        sched = system.scheduler
+        assert sched is not None
+        wanted = 2 if pool else 4
+        eventually(
+            lambda s=sched, n=wanted: (
+                s.last_result is not None and len(s.last_result.job_reasons) == n
+            )
+        )
     decisions = _bind_requests(kube, ns)
     assert len(decisions) == 2, decisions
     assert set(decisions.values()) == {frac}, decisions
+    assert all(pod.startswith("fhalf-") for pod in decisions), decisions
 
 
 def test_an_invalid_configmap_is_refused_whole_and_the_last_good_one_kept(

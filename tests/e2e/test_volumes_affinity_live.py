@@ -246,3 +246,81 @@ def test_a_claim_waiting_for_its_first_consumer_is_told_the_node(live: Live) -> 
     node = live.node_of("job")
     annotations = live.kube.get(PVCS, "scratch", live.ns)["metadata"].get("annotations") or {}
     assert annotations.get("volume.kubernetes.io/selected-node") == node
+
+
+def test_a_pre_provisioned_local_volume_is_chosen_and_bound_where_the_pod_goes(live: Live) -> None:
+    """A claim of a WaitForFirstConsumer class without a provisioner: the pod goes to the node
+    of a local volume that can hold the claim, the binder reserves that volume for the claim
+    (claimRef), and on a real server the PV controller completes the binding. A claim no volume
+    can hold keeps its pod pending with Kubernetes' reason."""
+    storage_class = f"{live.ns}-local"
+    live.kube.create(
+        STORAGE_CLASSES,
+        {
+            "apiVersion": "storage.k8s.io/v1",
+            "kind": "StorageClass",
+            "metadata": {"name": storage_class},
+            "provisioner": "kubernetes.io/no-provisioner",
+            "volumeBindingMode": "WaitForFirstConsumer",
+        },
+    )
+    live.classes.append(storage_class)
+    for name, host, size in (("big", live.nodes[1], "10Gi"), ("small", live.nodes[2], "1Gi")):
+        volume = f"{live.ns}-{name}"
+        live.kube.create(
+            PVS,
+            {
+                "apiVersion": "v1",
+                "kind": "PersistentVolume",
+                "metadata": {"name": volume},
+                "spec": {
+                    "capacity": {"storage": size},
+                    "accessModes": ["ReadWriteOnce"],
+                    "storageClassName": storage_class,
+                    "persistentVolumeReclaimPolicy": "Retain",
+                    "local": {"path": "/mnt/disk"},
+                    "nodeAffinity": {
+                        "required": {
+                            "nodeSelectorTerms": [
+                                {
+                                    "matchExpressions": [
+                                        {"key": HOST, "operator": "In", "values": [host]}
+                                    ]
+                                }
+                            ]
+                        }
+                    },
+                },
+            },
+        )
+        live.volumes.append(volume)
+    for claim, size in (("data", "5Gi"), ("huge", "50Gi")):
+        live.kube.create(
+            PVCS,
+            {
+                "apiVersion": "v1",
+                "kind": "PersistentVolumeClaim",
+                "metadata": {"name": claim, "namespace": live.ns},
+                "spec": {
+                    "accessModes": ["ReadWriteOnce"],
+                    "storageClassName": storage_class,
+                    "resources": {"requests": {"storage": size}},
+                },
+            },
+        )
+    live.pod_with_claim("db", "data")
+    live.pod_with_claim("greedy", "huge")
+    assert live.node_of("db") == live.nodes[1]
+    ref = live.kube.get(PVS, f"{live.ns}-big")["spec"].get("claimRef") or {}
+    assert (ref.get("namespace"), ref.get("name")) == (live.ns, "data")
+    assert not live.kube.get(PVS, f"{live.ns}-small")["spec"].get("claimRef")
+    message = live.unschedulable_message("greedy")
+    assert "didn't find available persistent volumes to bind" in message
+    assert "unbound immediate" not in message
+    if live.kind == "real":  # kube-controller-manager's PV controller finishes the binding
+        eventually(
+            lambda: (
+                live.kube.get(PVCS, "data", live.ns)["spec"].get("volumeName") == f"{live.ns}-big"
+            ),
+            timeout=60,
+        )

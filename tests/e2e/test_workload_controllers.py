@@ -21,6 +21,7 @@ DEPLOYMENTS = Resource("apps", "v1", "deployments", True, "Deployment")
 REPLICASETS = Resource("apps", "v1", "replicasets", True, "ReplicaSet")
 STATEFULSETS = Resource("apps", "v1", "statefulsets", True, "StatefulSet")
 CONTAINERS = [{"name": "main", "image": "busybox:1.36"}]
+TRACKING = "batch.kubernetes.io/job-tracking"
 
 
 @pytest.fixture(scope="module", params=["embedded", "real"])
@@ -137,6 +138,18 @@ def test_job_runs_parallelism_pods_until_completions_succeeded(kube: Kube, ns: s
     assert done["status"].get("completionTime")
     assert condition(done, "SuccessCriteriaMet")
     eventually(lambda: all(not p["metadata"].get("finalizers") for p in pods_of(kube, ns)))
+
+
+def test_deleting_a_job_deletes_its_pods_finalizer_and_all(kube: Kube, ns: str) -> None:
+    """The tracking finalizer does not keep a deleted Job's pods Terminating: the Job
+    controller drops it from the pods of a Job that is gone (as kube-controller-manager does),
+    whatever the pods' state (pending, running, bound to a node or not)."""
+    kube.create(JOBS, job("gone", ns, parallelism=3, completions=3), ns)
+    pods = eventually(lambda: len(pods_of(kube, ns)) == 3 and pods_of(kube, ns))
+    set_phase(kube, pods[0], "Running", ready=True)
+    assert all(p["metadata"]["finalizers"] == [TRACKING] for p in pods)
+    kube.delete(JOBS, "gone", ns, propagation_policy="Background")
+    eventually(lambda: not pods_of(kube, ns), timeout=45)
 
 
 def test_indexed_job_pods_carry_their_completion_index(kube: Kube, ns: str) -> None:

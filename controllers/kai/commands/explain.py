@@ -14,9 +14,10 @@ EPILOG = """\
 Runs the scheduler's next cycle on the cluster (or a snapshot file) with the scheduler's own
 code, and reports for the job: the first pending reason and the others, in the taxonomy's
 precedence (QueueDoesNotExist > QueueNotLeaf > OverLimit > NonPreemptibleOverQuota >
-WaitingForFairShare > GangDoesNotFit > TopologyDoesNotFit > NoNodeFits > WaitingForEviction >
-Pipelined), the nodes failing each filter, the queue path with quota, fair share, allocated
-and limit, the job's position in its queue, and what would unblock it. Nothing is written.
+PreemptionDelayNotElapsed > WaitingForFairShare > GangDoesNotFit > TopologyDoesNotFit >
+NoNodeFits > WaitingForEviction > Pipelined), the nodes failing each filter, the queue path
+with quota, fair share, allocated and limit, the job's position in its queue, and what would
+unblock it. Nothing is written.
 Exit status: 0 explained, 1 no such pod or PodGroup, 2 bad usage or unreadable cluster or
 snapshot."""
 

@@ -74,7 +74,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="NAME",
         help="serve only the node pool of this SchedulingShard (its partitionLabelValue): its "
         "nodes, Queues and PodGroups, its ConfigMap section, its own Lease (default: no shard, "
-        "the whole cluster)",
+        "KAI's default pool: the nodes, Queues and workloads without the node-pool label; a "
+        "cluster without the label is served whole)",
     )
     parser.add_argument(
         "--period",

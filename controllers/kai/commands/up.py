@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import logging
 import os
+import shutil
 import sys
 import tempfile
 import threading
@@ -292,9 +293,12 @@ class Up:
         args = self.args
         live = sys.stdout.isatty() and not args.headless and args.log_format == "text"
         view = View(self.system, style_for(sys.stdout, args.color))
+        metrics = self.metrics.url() if self.metrics is not None else None
         while not stop.is_set():
             if live:
-                sys.stdout.write("\x1b[H\x1b[2J" + view.render(self.server.url, kubeconfig))
+                height = shutil.get_terminal_size().lines
+                screen = view.render(self.server.url, kubeconfig, metrics, height=height)
+                sys.stdout.write("\x1b[H\x1b[2J" + screen.rstrip("\n"))
                 sys.stdout.flush()
                 stop.wait(1.0)
             else:
@@ -373,14 +377,27 @@ class View:
         queue = informers["queues"].get(name) if informers else None
         return bool(queue and (queue.get("spec") or {}).get("parentQueue"))
 
-    def render(self, url: str, kubeconfig: Path) -> str:
-        title = f"kai up — API server {url}   kubeconfig: {kubeconfig}   (Ctrl-C to stop)"
-        lines = [self.style.bold(title), ""]
-        lines += self._queue_lines()
-        lines.append("")
-        lines += self._pod_lines()
-        lines += ["", self.summary()]
-        return "\n".join(lines) + "\n"
+    def render(
+        self, url: str, kubeconfig: Path, metrics: str | None = None, height: int | None = None
+    ) -> str:
+        """The screen: the kubeconfig and metrics URL in the header and again in the last
+        line, the queues and as many pods as fit in ``height`` lines (None: no limit), so that
+        neither scrolls off a small terminal."""
+        where = f"kubeconfig: {kubeconfig}" + (f"   metrics: {metrics}" if metrics else "")
+        head = [self.style.bold(f"kai up — API server {url}   (Ctrl-C to stop)"), where, ""]
+        foot = ["", self.summary(), self.style.bold(where)]
+        queues = self._queue_lines()
+        pods: list[str] = []
+        if height is None:
+            pods = self._pod_lines()
+        else:
+            room = max(2, height - len(head) - len(foot))  # lines left for queues and pods
+            if len(queues) > room:
+                queues = [*queues[: room - 1], "..."]
+            elif room - len(queues) - 1 >= 3:  # a blank line, the header, one pod at least
+                pods = self._pod_lines(min(40, room - len(queues) - 3))
+        body = [*queues, "", *pods] if pods else queues
+        return "\n".join([*head, *body, *foot]) + "\n"
 
     def _queue_lines(self) -> list[str]:
         header = (

@@ -10,20 +10,31 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import Any
 
 from kai.insight.decisions import pod_name
 from kai.insight.figures import RESOURCES, amount, queue_path, with_unit
 from kai.reconcilers.cluster_snapshot import ClusterSnapshot
 from kai.reconcilers.snapshot_builder import BuiltSnapshot
-from kai.scheduler.reasons import Classified, PendingReason, classify_job, cycle_facts
+from kai.scheduler.predicates import TAINT, tolerates
+from kai.scheduler.reasons import (
+    Classified,
+    PendingReason,
+    classify_job,
+    cycle_facts,
+    node_counts,
+)
 from kai.scheduler.result import SessionResult
 from kai.scheduler.snapshot import (
     ACTIVE_ALLOCATED_STATUSES,
     ALLOCATED_STATUSES,
     JobSpec,
+    Taint,
     TaskStatus,
 )
+
+_BLOCKING_EFFECTS = ("NoSchedule", "NoExecute")  # what TaintToleration filters on
 
 
 class TargetError(LookupError):
@@ -41,9 +52,16 @@ class Explanation:
     position: int | None
     waiting: int
     unblock: list[str] = field(default_factory=list)
+    # the taints (kubectl's KEY[=VALUE]:EFFECT) that keep its pending pods off nodes, with
+    # the number of nodes each one keeps them off; only when a node fails on a taint
+    taints: dict[str, int] = field(default_factory=dict)
+    # the pods placed whose bind has not completed, each with its BindRequest's state
+    binding: list[str] = field(default_factory=list)
 
     def as_dict(self) -> dict[str, Any]:
         first = self.reasons[0].as_dict() if self.reasons else None
+        if first is not None and self.taints:
+            first["untoleratedTaints"] = dict(self.taints)
         return {
             "podGroup": f"{self.job.namespace}/{self.job.name}",
             "pod": self.pod,
@@ -58,6 +76,7 @@ class Explanation:
                 None if self.position is None else {"position": self.position, "of": self.waiting}
             ),
             "unblock": self.unblock,
+            "waitingForBind": self.binding,
         }
 
 
@@ -86,11 +105,12 @@ def find_job(built: BuiltSnapshot, target: str) -> tuple[JobSpec, str | None]:
     )
 
 
-def run(snap: ClusterSnapshot) -> tuple[BuiltSnapshot, SessionResult]:
-    """The live scheduler's next cycle on ``snap``: its builder, its actions, its core."""
+def run(snap: ClusterSnapshot, node_pool: str | None = None) -> tuple[BuiltSnapshot, SessionResult]:
+    """The next cycle of the live scheduler of ``node_pool`` (default: the snapshot's) on
+    ``snap``: its builder, its inputs (pool, settings, sharing modes), its actions, its core."""
     from kai.scheduler.session import run_session
 
-    built = snap.build()
+    built = snap.build(node_pool=node_pool)
     return built, run_session(built.snapshot)
 
 
@@ -99,7 +119,8 @@ def explain(
     target: str,
     computed: tuple[BuiltSnapshot, SessionResult] | None = None,
 ) -> Explanation:
-    built, result = computed or run(snap)
+    # the target as the scheduler of its own node pool sees it
+    built, result = computed or run(snap, snap.pool_of_target(target))
     job, pod = find_job(built, target)
     placed_statuses = {*ACTIVE_ALLOCATED_STATUSES, TaskStatus.PIPELINED}
     placed = sum(
@@ -113,13 +134,17 @@ def explain(
         if t.uid in result.tasks and result.tasks[t.uid].status in ALLOCATED_STATUSES
     )
     reasons = classify_job(job, result, cycle_facts(built.snapshot, result))
-    if running == len(job.tasks) and job.tasks:
+    binding = _binding(built, result, job)
+    if binding and running == len(job.tasks):
+        state = "Binding"  # placed, but a bind has not completed: no node yet
+    elif running == len(job.tasks) and job.tasks:
         state = "Running"
     elif running:
         state = "PartlyRunning"
     else:
         state = "Pending"
     position, waiting = _position(built, job)
+    counts = node_counts(reasons[0].message) if reasons else {}
     return Explanation(
         job=job,
         pod=pod,
@@ -129,8 +154,71 @@ def explain(
         path=_path(built, result, job.queue),
         position=position,
         waiting=waiting,
-        unblock=_unblock(built, result, job, reasons),
+        unblock=_unblock(built, result, job, reasons) or _bind_hint(binding),
+        binding=binding,
+        taints=_untolerated_taints(built, job) if TAINT in counts else {},
     )
+
+
+def _binding(built: BuiltSnapshot, result: SessionResult, job: JobSpec) -> list[str]:
+    """The job's pods that have a BindRequest but no node yet, each with its state."""
+    out = []
+    for task in job.tasks:
+        outcome = result.tasks.get(task.uid)
+        status = outcome.status if outcome is not None else task.status
+        if status is not TaskStatus.BINDING or task.status is not TaskStatus.BINDING:
+            continue
+        br = built.bind_requests.get(task.uid) or {}
+        md, spec = br.get("metadata") or {}, br.get("spec") or {}
+        st = br.get("status") or {}
+        groups = ", ".join(str(g) for g in spec.get("selectedGPUGroups") or [])
+        where = f"node {spec.get('selectedNode') or '?'}" + (
+            f" (GPU group {groups})" if groups else ""
+        )
+        if not st.get("phase"):
+            state = "no status yet: the binder has not completed it"
+        else:
+            attempts = st.get("failedAttempts")
+            state = f"phase {st['phase']}" + (f", {attempts} failed attempt(s)" if attempts else "")
+            if st.get("reason"):
+                state += f": {st['reason']}"
+        out.append(
+            f"pod {task.namespace}/{task.name}: BindRequest {md.get('namespace')}/"
+            f"{md.get('name')} to {where}, {state}"
+        )
+    return out
+
+
+def _bind_hint(binding: list[str]) -> list[str]:
+    if not binding:
+        return []
+    return [
+        "runs once the binder binds it: a shared GPU is bound only when its reservation pod "
+        "runs on the node and reports its GPU (the node's GPU device plugin); the binder's "
+        "log says what it waits for"
+    ]
+
+
+def taint_text(taint: Taint) -> str:
+    """A taint as ``kubectl taint`` writes it: ``KEY[=VALUE]:EFFECT``."""
+    value = f"={taint.value}" if taint.value else ""
+    return f"{taint.key}{value}:{taint.effect}"
+
+
+def _untolerated_taints(built: BuiltSnapshot, job: JobSpec) -> dict[str, int]:
+    """Each NoSchedule/NoExecute taint that one of the job's pending pods does not tolerate,
+    with the number of nodes carrying it (most nodes first, then by name)."""
+    pending = [t for t in job.tasks if t.status is TaskStatus.PENDING]
+    kinds = {t.tolerations for t in pending}
+    found: dict[str, set[str]] = {}
+    for node in built.snapshot.nodes:
+        for taint in node.taints:
+            if taint.effect not in _BLOCKING_EFFECTS:
+                continue
+            if any(not tolerates(tolerations, taint) for tolerations in kinds):
+                found.setdefault(taint_text(taint), set()).add(node.name)
+    ordered = sorted(found.items(), key=lambda item: (-len(item[1]), item[0]))
+    return {text: len(nodes) for text, nodes in ordered}
 
 
 def _path(built: BuiltSnapshot, result: SessionResult, leaf: str) -> list[dict[str, Any]]:
@@ -198,6 +286,8 @@ def _unblock(
         return _queue_hint(built, job, kind)
     if kind in (PendingReason.OVER_LIMIT, PendingReason.NON_PREEMPTIBLE_OVER_QUOTA):
         return _capacity_hint(first)
+    if kind is PendingReason.PREEMPTION_DELAY_NOT_ELAPSED:
+        return _delay_hint(first)
     if kind is PendingReason.WAITING_FOR_FAIR_SHARE:
         return _fair_share_hint(built, result, job)
     if kind in (PendingReason.NO_NODE_FITS, PendingReason.GANG_DOES_NOT_FIT):
@@ -208,11 +298,27 @@ def _unblock(
             f"fits once {amount('gpu', total)} GPUs are free inside one domain of its "
             "required topology level (or with a looser topology constraint)"
         ]
-    if kind is PendingReason.WAITING_FOR_EVICTION:
+    return _release_hint(built, first)
+
+
+def _release_hint(built: BuiltSnapshot, first: Classified) -> list[str]:
+    if first.reason is PendingReason.WAITING_FOR_EVICTION:
         uids = first.details.get("evicted")
         evicted = [pod_name(built, str(uid)) for uid in uids] if isinstance(uids, list) else []
         return [f"binds once the evicted pods are gone: {', '.join(evicted)}"]
     return ["binds once the pods being released on its nodes are gone"]
+
+
+def _delay_hint(first: Classified) -> list[str]:
+    until = first.details.get("until")
+    when = (
+        datetime.fromtimestamp(float(until), tz=UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+        if isinstance(until, int | float)
+        else "its preemption delay ends"
+    )
+    return [
+        f"may evict other jobs from {when} (spec.preemptionDelay), or at once without the delay"
+    ]
 
 
 def _queue_hint(built: BuiltSnapshot, job: JobSpec, kind: PendingReason) -> list[str]:
@@ -346,8 +452,14 @@ def text(ex: Explanation) -> str:
         if isinstance(counts, dict):
             for reason, n in counts.items():
                 lines.append(f"    {n:>5} node(s): {reason}")
+                if reason == TAINT:
+                    for taint, on in ex.taints.items():
+                        lines.append(f"          {taint} (on {on} node(s))")
         for other in ex.reasons[1:]:
             lines.append(f"also: {other.reason.value}: {other.message}")
+    elif ex.binding:
+        lines.append("waiting for its bind:")
+        lines.extend(f"    {line}" for line in ex.binding)
     else:
         lines.append("nothing blocks it: every task is placed")
     if ex.position is not None:

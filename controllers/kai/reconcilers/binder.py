@@ -66,6 +66,9 @@ GPU_INDEX_ANNOTATION = "run.ai/reserve_for_gpu_index"
 SHARED_GPU_CONFIGMAP = "runai/shared-gpu-configmap"
 RESERVATION_APP = "kai-resource-reservation"
 RESERVATION_TIMEOUT = 40.0
+# a bind still waiting for its reservation pods' GPU this long is logged as a warning (once;
+# the first wait is logged at INFO): without a GPU device plugin on the node it never ends
+RESERVATION_WARN = 5.0
 # a BindRequest waiting for a reservation pod's GPU UUID is woken by the pods watch; this
 # re-check is only the safety net (a missed event), and costs no request
 RESERVATION_RECHECK = 1.0
@@ -208,6 +211,7 @@ class Binder:
         self.gc_period = gc_period
         self.queue = WorkQueue("binder", self._process, workers=workers, base=0.05, cap=10.0)
         self._waiting: dict[Hashable, float] = {}
+        self._said: dict[Hashable, int] = {}  # the log level a wait was last reported at
         self._group_locks: dict[str, threading.Lock] = {}
         self._locks_lock = threading.Lock()
         self._stop = threading.Event()
@@ -269,6 +273,7 @@ class Binder:
         br = self.brs.get(name, ns)
         if br is None or not bind_request_live(br):
             self._waiting.pop(key, None)
+            self._said.pop(key, None)
             return True
         if (br.get("status") or {}).get("phase") == "Succeeded" or (
             self._done.get(key) == br["metadata"].get("uid")  # bound by us, status on its way
@@ -289,7 +294,8 @@ class Binder:
                 return False
             outcome = f"BindingError: {exc}"
         if outcome is None:  # waiting for a reservation pod's GPU UUID
-            self._waiting.setdefault(key, time.monotonic())
+            waited = time.monotonic() - self._waiting.setdefault(key, time.monotonic())
+            self._say_waiting(br, key, waited)
             if from_server:
                 outcome = (
                     "ReservationTimeout: no GPU UUID from the reservation pod within "
@@ -299,6 +305,7 @@ class Binder:
                 self.queue.add_after(key, RESERVATION_RECHECK)  # woken by the watch before
                 return True
         self._waiting.pop(key, None)
+        self._said.pop(key, None)
         if outcome == "":
             self.bound += 1
             with self._locks_lock:
@@ -320,6 +327,33 @@ class Binder:
             return True
         self._set_status(br, "Failed", outcome, failed)
         return True
+
+    def _say_waiting(self, br: dict[str, Any], key: Hashable, waited: float) -> None:
+        """Why a bind does not complete yet, once at INFO when it starts waiting and once more
+        as a WARNING when it still waits after RESERVATION_WARN seconds."""
+        level = logging.WARNING if waited >= RESERVATION_WARN else logging.INFO
+        if self._said.get(key, logging.NOTSET) >= level:
+            return
+        self._said[key] = level
+        md, spec = br["metadata"], br.get("spec") or {}
+        node = str(spec.get("selectedNode") or "")
+        pods = ", ".join(
+            f"{RESERVATION_NAMESPACE}/{reservation_pod_name(node, str(g))}"
+            for g in spec.get("selectedGPUGroups") or []
+        )
+        log.log(
+            level,
+            "binder %s/%s: waiting %.0fs for reservation pod(s) %s on node %s to report their "
+            "GPU (annotation %s, written once the pod runs on the node with its GPU device "
+            "plugin); the pod is bound only then, and the bind is given up after %.0fs",
+            md.get("namespace"),
+            md.get("name"),
+            waited,
+            pods or "(none)",
+            node,
+            GPU_INDEX_ANNOTATION,
+            RESERVATION_TIMEOUT,
+        )
 
     def _succeeded(self, br: dict[str, Any]) -> None:
         self._set_status(br, "Succeeded", "", 0)

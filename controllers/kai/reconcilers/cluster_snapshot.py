@@ -16,6 +16,8 @@ Format (JSON; docs/explain.md)::
     capturedAt: "2026-12-01T18:00:00Z"
     schedulerName: kai-scheduler
     configMap: kai-scheduler/kai-scheduler-config
+    nodePool: ""                       # optional: the pool of the scheduler that wrote it
+    nodePoolLabelKey: kai.scheduler/node-pool   # optional (this default)
     objects: {nodes: [...], pods: [...], podgroups: [...], queues: [...], bindrequests: [...],
               topologies: [...], priorityclasses: [...], configmaps: [...],
               persistentvolumeclaims: [...], persistentvolumes: [...], storageclasses: [...]}
@@ -34,11 +36,15 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from kai.reconcilers.shard import NODE_POOL_LABEL, NodePool
 from kai.reconcilers.snapshot_builder import BuiltSnapshot, SnapshotBuilder, parse_time
 from kai.reconcilers.volume_claims import VolumeIndex
 from kai.scheduler.snapshot import SchedulerConfig
+
+if TYPE_CHECKING:
+    from kai.api.scheduler_configmap import SchedulerConfigMap
 
 API_VERSION = "kai.scheduler/v1alpha1"
 KIND = "ClusterSnapshot"
@@ -75,18 +81,27 @@ class ClusterSnapshot:
     config_map: str = DEFAULT_CONFIG_MAP
     objects: dict[str, list[dict[str, Any]]] = field(default_factory=lambda: {k: [] for k in KINDS})
     notes: list[str] = field(default_factory=list)  # e.g. a CRD not installed
+    # the node pool whose scheduler's view this is (value of the node-pool label, "" = KAI's
+    # default pool) and the label's key: what a live scheduler records; a capture records none
+    node_pool: str | None = None
+    node_pool_label: str = NODE_POOL_LABEL
 
     def to_document(self) -> dict[str, Any]:
-        return {
+        doc: dict[str, Any] = {
             "apiVersion": API_VERSION,
             "kind": KIND,
             "formatVersion": FORMAT_VERSION,
             "capturedAt": rfc3339(self.captured_at),
             "schedulerName": self.scheduler_name,
             "configMap": self.config_map,
-            "notes": list(self.notes),
-            "objects": {k: self.objects.get(k, []) for k in KINDS},
         }
+        if self.node_pool is not None:
+            doc["nodePool"] = self.node_pool
+        if self.node_pool_label != NODE_POOL_LABEL:
+            doc["nodePoolLabelKey"] = self.node_pool_label
+        doc["notes"] = list(self.notes)
+        doc["objects"] = {k: self.objects.get(k, []) for k in KINDS}
+        return doc
 
     def write(self, path: str | Path) -> None:
         text = json.dumps(self.to_document(), indent=1, sort_keys=False) + "\n"
@@ -95,23 +110,48 @@ class ClusterSnapshot:
         tmp.write_text(text, encoding="utf-8")
         tmp.replace(target)
 
-    def config(self) -> SchedulerConfig:
-        """The SchedulerConfig in the snapshot's scheduler ConfigMap (KAI's defaults without)."""
-        from kai.reconcilers.scheduler import config_from_configmap
+    def settings(self, node_pool: str | None = None) -> SchedulerConfigMap:
+        """The settings of a node pool in the snapshot's scheduler ConfigMap, as the live
+        scheduler of that pool reads them: its SchedulerConfig and the SharingPolicies' GPU
+        sharing modes per pool (KAI's defaults, every mode everywhere, without the ConfigMap).
+        ``node_pool``: the label's value (default: the recorded pool, else the default one)."""
+        from kai.api.scheduler_configmap import (
+            InvalidSchedulerConfig,
+            SchedulerConfigMap,
+            read_scheduler_configmap,
+        )
 
+        pool = self.pool_of(node_pool)
         namespace, _, name = self.config_map.partition("/")
         for cm in self.objects.get("configmaps", []):
             md = cm.get("metadata") or {}
             if md.get("name") == name and (md.get("namespace") or "") == namespace:
                 try:
-                    return config_from_configmap(cm)
-                except ValueError as exc:
+                    return read_scheduler_configmap(cm, pool)
+                except InvalidSchedulerConfig as exc:
                     raise SnapshotFormatError(f"ConfigMap {self.config_map}: {exc}") from exc
-        return SchedulerConfig()
+        return SchedulerConfigMap(SchedulerConfig())
 
-    def build(self, config: SchedulerConfig | None = None) -> BuiltSnapshot:
-        """The core's input, built by the live scheduler's builder at the capture time."""
-        builder = SnapshotBuilder(self.scheduler_name, config or self.config())
+    def config(self, node_pool: str | None = None) -> SchedulerConfig:
+        """The SchedulerConfig in the snapshot's scheduler ConfigMap (KAI's defaults without)."""
+        return self.settings(node_pool).config
+
+    def pool_of(self, node_pool: str | None = None) -> str:
+        """The node pool a build sees: ``node_pool``, else the recorded one, else the default."""
+        if node_pool is not None:
+            return node_pool
+        return self.node_pool or ""
+
+    def build(
+        self, config: SchedulerConfig | None = None, node_pool: str | None = None
+    ) -> BuiltSnapshot:
+        """The core's input, built by the live scheduler's builder at the capture time, for one
+        node pool (see :meth:`pool_of`) with the same inputs as that pool's live scheduler: its
+        nodes, Queues and workloads only, its settings and the GPU sharing modes."""
+        settings = self.settings(node_pool)
+        pool = NodePool(partition=self.pool_of(node_pool), label_key=self.node_pool_label)
+        builder = SnapshotBuilder(self.scheduler_name, config or settings.config, pool)
+        builder.sharing_modes = settings.sharing_modes
         o = self.objects
         return builder.build(
             pods=o.get("pods", []),
@@ -128,6 +168,22 @@ class ClusterSnapshot:
                 o.get("storageclasses", []),
             ),
         )
+
+    def pool_of_target(self, target: str) -> str | None:
+        """The node pool (label value) of the PodGroup or pod ``[NAMESPACE/]NAME``: its
+        PodGroup's label, else the pod's; None when no object has that name."""
+        namespace, _, name = target.rpartition("/")
+
+        def named(obj: Mapping[str, Any]) -> bool:
+            md = obj.get("metadata") or {}
+            return md.get("name") == name and (not namespace or md.get("namespace") == namespace)
+
+        for kind in ("podgroups", "pods"):
+            for obj in self.objects.get(kind, []):
+                if named(obj):
+                    labels = (obj.get("metadata") or {}).get("labels") or {}
+                    return str(labels.get(self.node_pool_label) or "")
+        return None
 
 
 def rfc3339(ts: float) -> str:
@@ -264,6 +320,8 @@ def from_caches(
     scheduler_name: str,
     config_map: str,
     now: float | None = None,
+    node_pool: str | None = None,
+    node_pool_label: str = NODE_POOL_LABEL,
 ) -> ClusterSnapshot:
     """A snapshot of what a live scheduler's informers hold (``caches``: kind -> objects, the
     kinds of :data:`KINDS`, ``config`` for the ConfigMap)."""
@@ -271,6 +329,8 @@ def from_caches(
         captured_at=time.time() if now is None else now,
         scheduler_name=scheduler_name,
         config_map=config_map,
+        node_pool=node_pool,
+        node_pool_label=node_pool_label,
     )
     for kind in KINDS:
         source = caches.get("config" if kind == "configmaps" else kind, ())
@@ -293,6 +353,16 @@ def load(path: str | Path) -> ClusterSnapshot:
     except json.JSONDecodeError as exc:
         raise SnapshotFormatError(f"{where}:{exc.lineno}:{exc.colno}: not JSON: {exc.msg}") from exc
     return from_document(doc, where)
+
+
+def _check_pool_fields(doc: Mapping[str, Any], where: str) -> None:
+    """The optional ``nodePool`` (a string, "" = the default pool) and ``nodePoolLabelKey``
+    (a non-empty string)."""
+    if "nodePool" in doc and not isinstance(doc["nodePool"], str):
+        raise SnapshotFormatError(f"{where}: nodePool: expected a string")
+    key = doc.get("nodePoolLabelKey", NODE_POOL_LABEL)
+    if not isinstance(key, str) or not key:
+        raise SnapshotFormatError(f"{where}: nodePoolLabelKey: expected a non-empty string")
 
 
 def from_document(doc: Any, where: str = "snapshot") -> ClusterSnapshot:
@@ -327,11 +397,14 @@ def from_document(doc: Any, where: str = "snapshot") -> ClusterSnapshot:
         raise SnapshotFormatError(
             f"{where}: objects: unknown kind(s) {', '.join(unknown)}; expected {', '.join(KINDS)}"
         )
+    _check_pool_fields(doc, where)
     snap = ClusterSnapshot(
         captured_at=captured,
         scheduler_name=doc["schedulerName"],
         config_map=doc["configMap"],
         notes=[str(n) for n in doc.get("notes") or []],
+        node_pool=doc.get("nodePool"),
+        node_pool_label=doc.get("nodePoolLabelKey") or NODE_POOL_LABEL,
     )
     for kind in KINDS:
         items = objects.get(kind, [])

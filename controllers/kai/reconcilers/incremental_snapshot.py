@@ -56,6 +56,7 @@ from kai.reconcilers.snapshot_builder import (
     _task,
     parse_pod,
     pod_status,
+    started_from_pods,
 )
 from kai.scheduler.sharing_modes import node_sharing_modes
 from kai.scheduler.snapshot import JobSpec, NodeSpec, Snapshot, TaskSpec, TaskStatus
@@ -258,8 +259,7 @@ class IncrementalSnapshot:
                 dirty["podgroups"] |= set(self._jobs) | set(self._keys("podgroups"))
         if dirty["queues"]:
             queues = self._all("queues")
-            if b.pool.shard is not None:
-                queues = [q for q in queues if b.pool.holds(_labels(q))]
+            queues = [q for q in queues if b.pool.holds(_labels(q))]
             problems: list[SkippedObject] = []
             self._queues = (_parse_queues(queues, problems), problems)
         if dirty["topologies"]:
@@ -367,7 +367,7 @@ class IncrementalSnapshot:
         if pg is None:
             return None
         pool = self.builder.pool
-        if pool.shard is not None and not pool.holds(_mapping(pg.get("metadata")).get("labels")):
+        if not pool.holds(_mapping(pg.get("metadata")).get("labels")):
             return _JobUnit(OTHER_POOL, pg=pg)
         try:
             job = self.builder._job_spec(pg, classes, default_priority, classes_key)
@@ -401,6 +401,9 @@ class IncrementalSnapshot:
             return
         job = _shallow_copy(unit.template)
         job.tasks = valid
+        if job.last_start_time is None:  # as _assemble_jobs: from the pods' start
+            objs = {e.task.uid: e.obj for e in entries if e.task is not None}
+            job.last_start_time = started_from_pods(valid, lambda t: objs.get(t.uid))
         unit.job = job
         unit.groups = tuple((t.node, t.gpu_groups) for t in valid if t.node and t.gpu_groups)
 
@@ -432,13 +435,9 @@ class IncrementalSnapshot:
                     entry.requests = {GPU_RESOURCE: 1.0}  # a reservation is one device
             return entry
         pool = b.pool
-        other_pool = (
-            ours
-            and pool.shard is not None
-            and (
-                (group is not None and self._state(group) == OTHER_POOL)
-                or (annotation is None and not pool.holds(md.get("labels")))
-            )
+        other_pool = ours and (
+            (group is not None and self._state(group) == OTHER_POOL)
+            or (annotation is None and not pool.holds(md.get("labels")))
         )
         if not ours or other_pool:
             if other_pool:
@@ -588,7 +587,7 @@ class IncrementalSnapshot:
         node = self._get("nodes", ("", name))
         self._out_problems.pop(("nodes", ("", name)), None)
         was = name in self._node_specs
-        if node is None or (b.pool.shard is not None and not b.pool.holds(_labels(node))):
+        if node is None or not b.pool.holds(_labels(node)):
             self._node_specs.pop(name, None)
             self._node_objs.pop(name, None)
             if was:

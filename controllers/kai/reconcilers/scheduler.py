@@ -129,7 +129,9 @@ def is_stale(job: JobSpec, statuses: Mapping[str, TaskStatus]) -> bool:
 def min_runtime_in_force(snapshot: Snapshot) -> bool:
     """Whether any min runtime (the scheduler's defaults, a queue's preempt/reclaim min
     runtime) can protect a job: the only reader of ``kai.scheduler/last-start-timestamp``. Without
-    one the annotation is not written, saving a PodGroup patch per started job."""
+    one the annotation is not written, saving a PodGroup patch per started job; a job started
+    meanwhile is protected from its pods' start once a min runtime is switched on
+    (``snapshot_builder.started_from_pods``)."""
     config = snapshot.config
     if config.default_preempt_min_runtime > 0 or config.default_reclaim_min_runtime > 0:
         return True
@@ -371,8 +373,13 @@ class Scheduler:
         }
         caches["bindrequests"] = self._bind_request_view(advance=False)
         caches["config"] = inf["config"].items() if "config" in inf.informers else []
+        pool = self.options.pool
         return from_caches(
-            caches, scheduler_name=self.options.scheduler_name, config_map=self.options.config_map
+            caches,
+            scheduler_name=self.options.scheduler_name,
+            config_map=self.options.config_map,
+            node_pool=pool.partition,
+            node_pool_label=pool.label_key,
         )
 
     def write_snapshot(self, directory: str) -> str:
@@ -496,7 +503,9 @@ class Scheduler:
         self._record_usage(built, result)
         self._dispatch_binds(result, built)
         futures = []
-        for eviction in result.evictions:
+        # evictions, and the moves: a moved pod is evicted and comes back from its controller
+        # on the room the core found (KAI's consolidation); the pipelined job waits for the room
+        for eviction in [*result.evictions, *result.moves]:
             futures.append(
                 self.pool.submit(
                     self._evict, built, eviction.task, eviction.action, eviction.reason
@@ -529,12 +538,13 @@ class Scheduler:
         self._queue_metrics(built, result)
         for listener in self.result_listeners:
             listener(built, result)
-        if result.binds or result.evictions:
+        if result.binds or result.evictions or result.moves:
             log.info(
-                "cycle %d: %d bound, %d evicted, %d jobs pending (%.0f ms)",
+                "cycle %d: %d bound, %d evicted, %d moved, %d jobs pending (%.0f ms)",
                 self.cycles,
                 len(result.binds),
                 len(result.evictions),
+                len(result.moves),
                 len(result.job_reasons),
                 (t_close - t0) * 1000,
             )
@@ -789,11 +799,14 @@ class Scheduler:
 
     # -- PodGroup scheduling conditions and annotations ------------------------------------
     def _write_job_status(self, built: BuiltSnapshot, result: SessionResult) -> None:
-        # the start time is read only by min-runtime protection: written where that can apply
-        started = set(result.started_jobs) if min_runtime_in_force(built.snapshot) else set()
+        # the start time is read only by min-runtime protection: written where that can apply;
+        # elsewhere a start of an earlier run is dropped, so that the pods' start (which the
+        # snapshot builder reads without the annotation) stands for this run
+        started = set(result.started_jobs)
+        in_force = min_runtime_in_force(built.snapshot)
         now_text = rfc3339(built.snapshot.now)
         job_of_task = {t.uid: job.uid for job in built.snapshot.jobs for t in job.tasks}
-        evicted = {job_of_task.get(e.task) for e in result.evictions}
+        evicted = {job_of_task.get(e.task) for e in [*result.evictions, *result.moves]}
         facts: CycleFacts | None = None  # for the reasons, computed once (lazily)
         pending: dict[str, int] = {}  # pending PodGroups by the first reason of the taxonomy
         for job in built.snapshot.jobs:
@@ -804,7 +817,10 @@ class Scheduler:
             annotations = md.get("annotations") or {}
             patch_md: dict[str, Any] = {}
             if job.uid in started:
-                patch_md[LAST_START] = now_text
+                if in_force:
+                    patch_md[LAST_START] = now_text
+                elif LAST_START in annotations:
+                    patch_md[LAST_START] = None
             if job.uid in evicted:
                 patch_md[LAST_EVICTION] = now_text  # the core's preemptionDelay counts from it
             statuses = {
@@ -1040,7 +1056,10 @@ class Scheduler:
             m.quota[resource].replace(quota)
             m.limit[resource].replace(limit)
         nodes = built.snapshot.nodes
-        m.capacity["gpu"].set(float(sum(n.gpus for n in nodes)))
+        from kai.scheduler.session import node_gpus
+
+        # as fair share counts them (MIG instances too), so that fair shares add up to it
+        m.capacity["gpu"].set(sum(node_gpus(n) for n in nodes if n.ready))
         m.capacity["cpu"].set(sum(n.cpu_millis for n in nodes) / 1000.0)
         m.capacity["memory"].set(float(sum(n.memory_bytes for n in nodes)))
         m.queue_info.replace(

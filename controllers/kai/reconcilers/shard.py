@@ -6,8 +6,10 @@ PodGroups whose node-pool label (``kai.scheduler/node-pool`` unless ``kai-config
 has that value; ``""`` selects the objects *without* the label (KAI's ``default`` shard). It
 reads the ``scheduler-policy`` section of that pool from the scheduler ConfigMap and holds its
 own leader Lease (``<scheduler-name>`` for the unlabelled pool, ``<scheduler-name>-<value>``
-otherwise, as KAI names it). A scheduler started without ``--shard`` serves the whole cluster
-with the default pool's settings (kai's behaviour before shards; one scheduler, no pools).
+otherwise, as KAI names it). A scheduler started without ``--shard`` serves KAI's default
+pool, as the ``default`` SchedulingShard does: the nodes, Queues and PodGroups without the
+label, with the default pool's settings; it writes no shard condition. A cluster without
+node-pool labels is therefore served whole.
 
 KAI's operator ``Config`` (``kai.scheduler/v1``, the singleton ``kai-config``) is read where it
 overlaps kai's own flags: ``spec.global.schedulerName``, ``queueLabelKey`` and
@@ -42,7 +44,7 @@ class NodePool:
     """The node pool a scheduler serves."""
 
     shard: str | None = None
-    """SchedulingShard name; None = no shard: every node, Queue and PodGroup."""
+    """SchedulingShard name; None = no shard: KAI's default pool (objects without the label)."""
     partition: str = ""
     """Value of the node-pool label; "" = objects without the label."""
     label_key: str = NODE_POOL_LABEL
@@ -53,9 +55,9 @@ class NodePool:
         return self.partition or DEFAULT_POOL
 
     def holds(self, labels: Mapping[str, Any] | None) -> bool:
-        """Whether an object with these labels belongs to this pool."""
-        if self.shard is None:
-            return True
+        """Whether an object with these labels belongs to this pool. Without a shard the pool
+        is KAI's default one: the objects without the node-pool label (another pool's nodes,
+        Queues and workloads are left to that pool's scheduler)."""
         return str((labels or {}).get(self.label_key) or "") == self.partition
 
     def lease_name(self, scheduler_name: str) -> str:

@@ -27,7 +27,7 @@ import calendar
 import dataclasses
 import functools
 import time
-from collections.abc import Collection, Iterable, Mapping
+from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -475,6 +475,40 @@ def pod_status(
     return TaskStatus.PENDING, None, None
 
 
+_STARTED = (TaskStatus.RUNNING, TaskStatus.BOUND)
+
+
+def pod_started_at(pod: Mapping[str, Any]) -> float | None:
+    """When a bound pod started: its ``PodScheduled=True`` transition (the binding), else its
+    ``status.startTime`` (the kubelet's); None when neither is known."""
+    status = _mapping(pod.get("status"))
+    for cond in status.get("conditions") or ():
+        if isinstance(cond, Mapping) and cond.get("type") == "PodScheduled":
+            if cond.get("status") == "True":
+                found = parse_time(cond.get("lastTransitionTime"))
+                if found is not None:
+                    return found
+            break
+    return parse_time(status.get("startTime"))
+
+
+def started_from_pods(
+    tasks: Iterable[TaskSpec], pod_of: Callable[[TaskSpec], Mapping[str, Any] | None]
+) -> float | None:
+    """A running job's start as the cluster shows it, for a PodGroup without
+    ``kai.scheduler/last-start-timestamp`` (it started while no min runtime was in force, so
+    none was written): the earliest start of its bound pods. Min-runtime protection then
+    applies at once when a min runtime is switched on, not only to jobs started after."""
+    starts = []
+    for task in tasks:
+        if task.status in _STARTED:
+            pod = pod_of(task)
+            start = pod_started_at(pod) if pod is not None else None
+            if start is not None:
+                starts.append(start)
+    return min(starts) if starts else None
+
+
 def bind_request_live(br: dict[str, Any]) -> bool:
     phase = _mapping(br.get("status")).get("phase")
     return phase != "Failed" and not _mapping(br.get("metadata")).get("deletionTimestamp")
@@ -871,10 +905,10 @@ class SnapshotBuilder:
         built = BuiltSnapshot(snapshot=Snapshot(now=0.0, nodes=[], queues=[], jobs=[]))
         classes, default_priority = _priority_classes(priority_classes)
         other_pools: set[tuple[str, str]] = set()
-        if self.pool.shard is not None:
-            nodes = [n for n in nodes if self.pool.holds(_labels_of(n))]
-            queues = [q for q in queues if self.pool.holds(_labels_of(q))]
-            podgroups, other_pools = self._own_podgroups(podgroups)
+        # every scheduler serves one pool (without a shard: the unlabelled one)
+        nodes = [n for n in nodes if self.pool.holds(_labels_of(n))]
+        queues = [q for q in queues if self.pool.holds(_labels_of(q))]
+        podgroups, other_pools = self._own_podgroups(podgroups)
         # PodGroups first: a pod counts as a task only when its PodGroup is understood
         parsed_jobs = self._parse_podgroups(podgroups, classes, default_priority, problems)
         brs_by_pod = _bind_requests_by_pod(bind_requests)
@@ -966,17 +1000,16 @@ class SnapshotBuilder:
                 if spec.get("nodeName"):
                     out.add_foreign_pod(spec, md)
                 continue
-            if self.pool.shard is not None:
-                group = _mapping(md.get("annotations")).get(POD_GROUP_ANNOTATION)
-                if (ns, str(group)) in other_pools or (
-                    group is None and not self.pool.holds(md.get("labels"))
-                ):
-                    # another shard's pod: on a node it holds that node's capacity (nodes are
-                    # partitioned, so only if someone bound it across pools)
-                    if spec.get("nodeName"):
-                        out.add_foreign_pod(spec, md)
-                    brs_by_pod.pop((ns, str(md.get("name"))), None)
-                    continue
+            group = _mapping(md.get("annotations")).get(POD_GROUP_ANNOTATION)
+            if (ns, str(group)) in other_pools or (
+                group is None and not self.pool.holds(md.get("labels"))
+            ):
+                # another shard's pod: on a node it holds that node's capacity (nodes are
+                # partitioned, so only if someone bound it across pools)
+                if spec.get("nodeName"):
+                    out.add_foreign_pod(spec, md)
+                brs_by_pod.pop((ns, str(md.get("name"))), None)
+                continue
             info = self._pod_info(pod)
             if isinstance(info, ObjectError):
                 problems.append(SkippedObject(pod, info.field, info.message))
@@ -1236,6 +1269,8 @@ def _assemble_jobs(
         if not valid:
             continue
         job.tasks = valid
+        if job.last_start_time is None:
+            job.last_start_time = started_from_pods(valid, lambda t: built.pods.get(t.uid))
         jobs.append(job)
         built.podgroups[job.uid] = pg
         for task in valid:

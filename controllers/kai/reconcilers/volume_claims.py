@@ -12,9 +12,13 @@ The scheduler's part of Kubernetes VolumeBinding, as a
   Kubernetes;
 - an unbound claim whose StorageClass is ``WaitForFirstConsumer``: the pod may go to any node
   the class's ``allowedTopologies`` allow (all when it lists none); a dynamic provisioner then
-  creates the volume where the pod is. A class without a provisioner
-  (``kubernetes.io/no-provisioner``: pre-provisioned local volumes) needs someone to choose the
-  volume, which kai does not do: such a claim is reported like an unbound immediate one.
+  creates the volume where the pod is;
+- an unbound claim of a ``WaitForFirstConsumer`` class without a provisioner
+  (``kubernetes.io/no-provisioner``: pre-provisioned local volumes): as Kubernetes'
+  VolumeBinding, the pod may go where a PersistentVolume that could be bound to the claim is
+  reachable (:func:`matches`: the claim's class, no other claim, enough capacity, the access
+  modes and volume mode, not being released or deleted); the binder then binds one of them on
+  the chosen node (:mod:`kai.reconcilers.volume_binding`).
 """
 
 from __future__ import annotations
@@ -22,12 +26,54 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from kai.api.quantity import parse_quantity
 from kai.reconcilers.snapshot_builder import ObjectError, node_selector_terms
 from kai.scheduler.snapshot import NodeSelectorTerm, Requirement, VolumeConstraint
 
 NO_PROVISIONER = "kubernetes.io/no-provisioner"
 WAIT_FOR_FIRST_CONSUMER = "WaitForFirstConsumer"
 DEFAULT_CLASS_ANNOTATION = "storageclass.kubernetes.io/is-default-class"
+
+
+#: the terms of a claim one of whose volumes any node reaches (no constraint)
+ANYWHERE: tuple[NodeSelectorTerm, ...] = (NodeSelectorTerm(()),)
+
+
+def matches(volume: Mapping[str, Any], claim: Mapping[str, Any], class_name: str) -> bool:
+    """Whether ``volume`` could be bound to the unbound ``claim`` (Kubernetes' volume binder's
+    match, without label selectors on the claim): of the claim's StorageClass, free or already
+    reserved for this claim, not Released/Failed or being deleted, at least the requested
+    capacity, every requested access mode, the same volume mode."""
+    spec, claim_spec = _spec(volume), _spec(claim)
+    md, claim_md = _md(volume), _md(claim)
+    if md.get("deletionTimestamp") or (volume.get("status") or {}).get("phase") in (
+        "Released",
+        "Failed",
+    ):
+        return False
+    if str(spec.get("storageClassName") or "") != class_name:
+        return False
+    ref = spec.get("claimRef")
+    if isinstance(ref, dict) and ref:
+        same = ref.get("name") == claim_md.get("name") and ref.get("namespace") == claim_md.get(
+            "namespace"
+        )
+        if not same or (ref.get("uid") and ref.get("uid") != claim_md.get("uid")):
+            return False
+    if claim_spec.get("selector"):
+        return False  # label selectors on claims are not matched here: never a wrong volume
+    if str(spec.get("volumeMode") or "Filesystem") != str(
+        claim_spec.get("volumeMode") or "Filesystem"
+    ):
+        return False
+    if not set(claim_spec.get("accessModes") or []) <= set(spec.get("accessModes") or []):
+        return False
+    wanted = ((claim_spec.get("resources") or {}).get("requests") or {}).get("storage")
+    have = (spec.get("capacity") or {}).get("storage")
+    try:
+        return wanted is None or parse_quantity(have or 0) >= parse_quantity(wanted)
+    except ValueError:
+        return False
 
 
 def _md(obj: Mapping[str, Any]) -> Mapping[str, Any]:
@@ -81,6 +127,7 @@ class VolumeIndex:
         affinity: list[tuple[NodeSelectorTerm, ...]] = []
         missing: list[str] = []
         unbound: list[str] = []
+        available: list[tuple[NodeSelectorTerm, ...]] = []
         for name in sorted(set(claims)):
             claim = self.claims.get((namespace, name))
             if claim is None:
@@ -98,9 +145,15 @@ class VolumeIndex:
                 continue
             storage_class = self._class_of(claim)
             if (
+                storage_class is not None
+                and storage_class.get("volumeBindingMode") == WAIT_FOR_FIRST_CONSUMER
+                and storage_class.get("provisioner") == NO_PROVISIONER
+            ):
+                available.append(self._available_terms(claim, storage_class))
+                continue
+            if (
                 storage_class is None
                 or storage_class.get("volumeBindingMode") != WAIT_FOR_FIRST_CONSUMER
-                or storage_class.get("provisioner") == NO_PROVISIONER
             ):
                 unbound.append(name)
                 continue
@@ -108,8 +161,27 @@ class VolumeIndex:
             if topologies:
                 affinity.append(topologies)
         return VolumeConstraint(
-            node_affinity=tuple(affinity), missing=tuple(missing), unbound=tuple(unbound)
+            node_affinity=tuple(affinity),
+            missing=tuple(missing),
+            unbound=tuple(unbound),
+            available=tuple(a for a in available if a is not ANYWHERE),
         )
+
+    def _available_terms(
+        self, claim: Mapping[str, Any], storage_class: Mapping[str, Any]
+    ) -> tuple[NodeSelectorTerm, ...]:
+        """The node selector terms of every volume that could be bound to ``claim``, ORed;
+        :data:`ANYWHERE` when one of them has no node affinity; () when there is none."""
+        class_name = str(_md(storage_class).get("name") or "")
+        terms: list[NodeSelectorTerm] = []
+        for volume in self.volumes.values():
+            if not matches(volume, claim, class_name):
+                continue
+            found = self._volume_terms(volume)
+            if found is None:
+                return ANYWHERE
+            terms.extend(found)
+        return tuple(terms)
 
     def _class_of(self, claim: Mapping[str, Any]) -> Mapping[str, Any] | None:
         name = _spec(claim).get("storageClassName")

@@ -49,11 +49,12 @@ def to_snapshot(
             core.TopologySpec(name=t.name, levels=list(t.levels), aliases=dict(t.aliases))
             for t in scenario.topologies
         ],
-        config=_config(scenario),
+        config=scheduler_config(scenario),
     )
 
 
-def _config(scenario: model.Scenario) -> core.SchedulerConfig:
+def scheduler_config(scenario: model.Scenario) -> core.SchedulerConfig:
+    """The scenario's settings as the core's config (also the live one's in the parity test)."""
     config = scenario.config
     preemptees = config.max_consolidation_preemptees
     return core.SchedulerConfig(

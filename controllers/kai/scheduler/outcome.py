@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING
 from kai.scheduler.result import (
     BindDecision,
     Eviction,
+    Move,
     PipelineDecision,
     ReceivedResourceType,
     SessionResult,
@@ -46,6 +47,7 @@ def build_result(session: Session) -> SessionResult:
         for op in session.committed
         if op.kind == EVICT and op.task.status is TaskStatus.RELEASING
     ]
+    moves = _moves(session)
     started = sorted(
         job.uid
         for job in session.jobs
@@ -64,10 +66,32 @@ def build_result(session: Session) -> SessionResult:
         binds=binds,
         pipelined=pipelined,
         evictions=evictions,
+        moves=moves,
         job_reasons={uid: list(reasons) for uid, reasons in sorted(session.job_reasons.items())},
         queues=session.proportion.queue_shares(),
         started_jobs=started,
     )
+
+
+def _moves(session: Session) -> list[Move]:
+    """Tasks placed before the session (Running, Bound, Binding, Allocated) that an action
+    evicted and then placed again elsewhere (Pipelined on another node or other devices). A task
+    put back where it was (same node and devices) is no move: it stays where it runs."""
+    moves: dict[str, Move] = {}
+    names = session.nodes.names
+    for op in session.committed:
+        task = op.task
+        if op.kind != EVICT or task.status is not TaskStatus.PIPELINED or task.uid in moves:
+            continue
+        status, node, groups = session.original[task.uid]
+        if status not in ALLOCATED_STATUSES or node < 0:
+            continue
+        if (node, groups) == (task.node, task.gpu_groups):
+            continue
+        to_node = names[task.node]
+        reason = f"{op.message or 'moved'} (to node {to_node})"
+        moves[task.uid] = Move(task.uid, op.action, reason, names[node], to_node)
+    return sorted(moves.values(), key=lambda move: move.task)
 
 
 def _bind(session: Session, task: TaskInfo, node: str) -> BindDecision:

@@ -38,6 +38,7 @@ OUTSIDE_DOMAIN = "outside the allowed topology domain"
 VOLUME_CLAIM_MISSING = "pod's persistentvolumeclaim not found"
 VOLUME_CLAIM_UNBOUND = "pod has unbound immediate PersistentVolumeClaims"
 VOLUME_NODE_AFFINITY = "node(s) had volume node affinity conflict"
+VOLUME_NOT_AVAILABLE = "node(s) didn't find available persistent volumes to bind"
 MIG_ONLY = "MIG instances are only on MIG nodes with the mixed strategy"
 NO_SHARING_ON_MIG = "GPU sharing is not possible on a MIG node"
 NO_GPU_MEMORY = "node has no GPU memory figure for shared GPUs"
@@ -167,6 +168,11 @@ def volume_masks(
         for terms in volumes.node_affinity:
             mask &= affinity_mask(index, {}, terms, size)
         out.append((VOLUME_NODE_AFFINITY, mask))
+    if volumes.available:
+        mask = np.ones(size, dtype=bool)
+        for terms in volumes.available:
+            mask &= affinity_mask(index, {}, terms, size) if terms else False
+        out.append((VOLUME_NOT_AVAILABLE, mask))
     return out
 
 

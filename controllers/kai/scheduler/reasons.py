@@ -9,8 +9,8 @@ a job waits -- the PodGroup ``schedulingConditions`` and Events written by the l
 Precedence (the first one is the job's *first reason*; the rest are listed after it)::
 
     QueueDoesNotExist > QueueNotLeaf > OverLimit > NonPreemptibleOverQuota >
-    WaitingForFairShare > GangDoesNotFit > TopologyDoesNotFit > NoNodeFits >
-    WaitingForEviction > Pipelined
+    PreemptionDelayNotElapsed > WaitingForFairShare > GangDoesNotFit > TopologyDoesNotFit >
+    NoNodeFits > WaitingForEviction > Pipelined
 
 The classification reads only a Reason's code, message and details and the job's task outcomes:
 it never changes a decision. The enum values are stable strings (they appear in conditions,
@@ -47,6 +47,8 @@ class PendingReason(StrEnum):
     QUEUE_NOT_LEAF = "QueueNotLeaf"
     OVER_LIMIT = "OverLimit"
     NON_PREEMPTIBLE_OVER_QUOTA = "NonPreemptibleOverQuota"
+    # KAI's own unschedulable reason: the job waits out its preemption delay
+    PREEMPTION_DELAY_NOT_ELAPSED = "PreemptionDelayNotElapsed"
     WAITING_FOR_FAIR_SHARE = "WaitingForFairShare"
     GANG_DOES_NOT_FIT = "GangDoesNotFit"
     TOPOLOGY_DOES_NOT_FIT = "TopologyDoesNotFit"
@@ -64,7 +66,7 @@ _BY_CODE: dict[str, PendingReason] = {
     "OverLimit": PendingReason.OVER_LIMIT,
     "NonPreemptibleOverQuota": PendingReason.NON_PREEMPTIBLE_OVER_QUOTA,
     "ReclaimFailed": PendingReason.WAITING_FOR_FAIR_SHARE,
-    "PreemptionDelayNotElapsed": PendingReason.WAITING_FOR_FAIR_SHARE,
+    "PreemptionDelayNotElapsed": PendingReason.PREEMPTION_DELAY_NOT_ELAPSED,
     "NotReady": PendingReason.GANG_DOES_NOT_FIT,
     "TopologyDoesNotExist": PendingReason.TOPOLOGY_DOES_NOT_FIT,
     "TopologyLevelDoesNotExist": PendingReason.TOPOLOGY_DOES_NOT_FIT,

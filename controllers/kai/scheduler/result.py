@@ -1,9 +1,9 @@
 """The scheduler core's output: decisions as plain data.
 
 A session returns one :class:`SessionResult`. ``tasks`` gives every task's status after the
-session (the raw outcome ``kai simulate`` prints); ``binds``, ``pipelined`` and ``evictions`` are
-the work the live system must do; ``job_reasons`` say why a job was not (fully) placed, so that
-nothing stays pending silently.
+session (the raw outcome ``kai simulate`` prints); ``binds``, ``pipelined``, ``evictions`` and
+``moves`` are the work the live system must do; ``job_reasons`` say why a job was not (fully)
+placed, so that nothing stays pending silently.
 """
 
 from __future__ import annotations
@@ -57,6 +57,19 @@ class Eviction:
 
 
 @dataclass(frozen=True)
+class Move:
+    """A placed task the session moved to another node (consolidation, or a victim re-placed by
+    reclaim or preempt): live, it is evicted and its pod comes back (from its controller) on the
+    room the core found; the preemptor waits, pipelined, for the room the move frees (as KAI)."""
+
+    task: str
+    action: str
+    reason: str
+    from_node: str
+    to_node: str
+
+
+@dataclass(frozen=True)
 class Reason:
     """Why a job was not placed. ``code``: OverLimit, NonPreemptibleOverQuota, QueueDoesNotExist,
     PreemptionDelayNotElapsed, OverCapacity, PodSchedulingErrors, ..."""
@@ -82,6 +95,7 @@ class SessionResult:
     binds: list[BindDecision] = field(default_factory=list)
     pipelined: list[PipelineDecision] = field(default_factory=list)
     evictions: list[Eviction] = field(default_factory=list)
+    moves: list[Move] = field(default_factory=list)  # placed tasks moved: evicted live too
     job_reasons: dict[str, list[Reason]] = field(default_factory=dict)  # JobSpec.uid -> reasons
     queues: dict[str, QueueShare] = field(default_factory=dict)
     # jobs that went from 0 to >0 allocated tasks (their last-start timestamp is now)

@@ -31,7 +31,14 @@ from kai.scheduler.queues import QueueTree
 from kai.scheduler.resource_layout import FloatArray, ResourceLayout
 from kai.scheduler.result import Reason, SessionResult
 from kai.scheduler.search_cache import SearchCache
-from kai.scheduler.snapshot import PLACED_STATUSES, JobSpec, Snapshot, TaskSpec, TaskStatus
+from kai.scheduler.snapshot import (
+    PLACED_STATUSES,
+    JobSpec,
+    NodeSpec,
+    Snapshot,
+    TaskSpec,
+    TaskStatus,
+)
 from kai.scheduler.statement import Operation
 
 QUEUE_DOES_NOT_EXIST = "QueueDoesNotExist"
@@ -78,6 +85,17 @@ def run_session(
     finally:
         if collecting:
             gc.enable()
+
+
+def node_gpus(spec: NodeSpec) -> float:
+    """The GPUs a node gives the cluster's capacity (fair share, ``kai_cluster_capacity_gpus``),
+    as KAI counts them (``Resource.GetSumGPUs``): its whole GPUs, and on a ``mixed`` MIG node
+    each instance of a ``<N>g.*`` profile as N GPUs, the unit in which MIG requests count
+    against quotas too (docs/design/gpu-sharing.md)."""
+    gpus = float(spec.gpus)
+    if spec.mig is not None and spec.mig.strategy == "mixed":
+        gpus += sum(mig_profile_gpus(p) * c for p, c in spec.mig.devices)
+    return gpus
 
 
 class Session:
@@ -292,10 +310,7 @@ class Session:
         for spec in self.snapshot.nodes:
             if not spec.ready:
                 continue
-            gpus = float(spec.gpus)
-            if spec.mig is not None and spec.mig.strategy == "mixed":
-                gpus += sum(mig_profile_gpus(p) * c for p, c in spec.mig.devices)
-            capacity[0] += gpus
+            capacity[0] += node_gpus(spec)
             capacity[1] += spec.cpu_millis
             capacity[2] += spec.memory_bytes
         requested: dict[str, list[float]] = {}

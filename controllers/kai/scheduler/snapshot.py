@@ -146,11 +146,15 @@ class VolumeConstraint:
     whose StorageClass lists ``allowedTopologies``) its node selector terms, ORed; the entries
     are ANDed. ``missing``: names of claims that do not exist; ``unbound``: names of claims not
     yet bound whose StorageClass binds immediately (the PV controller has to bind them first).
-    Either keeps the pod off every node."""
+    Either keeps the pod off every node. ``available``: per unbound claim of a
+    ``WaitForFirstConsumer`` class without a provisioner (pre-provisioned local volumes), the
+    node selector terms of the PersistentVolumes that could be bound to it, ORed (no term at all:
+    no such volume anywhere); the entries are ANDed: the pod goes where a volume waits for it."""
 
     node_affinity: tuple[tuple[NodeSelectorTerm, ...], ...] = ()
     missing: tuple[str, ...] = ()
     unbound: tuple[str, ...] = ()
+    available: tuple[tuple[NodeSelectorTerm, ...], ...] = ()
 
 
 @dataclass(frozen=True)

@@ -370,6 +370,7 @@ class Kubelet:
             {
                 "name": c.get("name", "main"),
                 "image": c.get("image", ""),
+                "imageID": _image_id(c.get("image", "")),
                 "ready": True,
                 "started": True,
                 "restartCount": 0,
@@ -432,6 +433,7 @@ class Kubelet:
             {
                 "name": c.get("name", "main"),
                 "image": c.get("image", ""),
+                "imageID": _image_id(c.get("image", "")),
                 "ready": False,
                 "started": False,
                 "restartCount": 0,
@@ -474,6 +476,12 @@ class Kubelet:
             sub="status",
         )
         self.completed += 1
+
+
+def _image_id(image: str) -> str:
+    """``imageID`` as a container runtime reports it (``IMAGE@sha256:DIGEST``; simulated:
+    the digest of the image's name)."""
+    return f"{image}@sha256:{hashlib.sha256(image.encode()).hexdigest()}"
 
 
 def _num(value: Fraction) -> str:

@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import threading
+import uuid
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -83,13 +84,34 @@ def node_manifest(name: str, index: int, shape: NodeShape) -> dict[str, Any]:
         "status": {
             "capacity": capacity,
             "allocatable": dict(capacity),
-            "nodeInfo": {
-                "kubeletVersion": "v1.36.0-kai.sim",
-                "containerRuntimeVersion": "kai-sim://1",
-                "operatingSystem": "linux",
-                "architecture": "amd64",
-            },
+            "nodeInfo": node_info(name),
+            "addresses": [
+                {
+                    "type": "InternalIP",
+                    "address": f"10.{index // 65536 % 256}.{index // 256 % 256}.{index % 256}",
+                },
+                {"type": "Hostname", "address": name},
+            ],
+            "daemonEndpoints": {"kubeletEndpoint": {"Port": 10250}},
         },
+    }
+
+
+def node_info(name: str) -> dict[str, str]:
+    """``status.nodeInfo`` with every field a kubelet fills (clients such as the official
+    Python one require them all as strings); the ids are stable per node name."""
+    machine = uuid.uuid5(uuid.NAMESPACE_DNS, f"{name}.nodes.kai.sim")
+    return {
+        "machineID": machine.hex,
+        "systemUUID": str(machine).upper(),
+        "bootID": str(uuid.uuid5(machine, "boot")),
+        "kernelVersion": "6.8.0-kai.sim",
+        "osImage": "kai simulated node",
+        "containerRuntimeVersion": "kai-sim://1",
+        "kubeletVersion": "v1.36.0-kai.sim",
+        "kubeProxyVersion": "",  # deprecated: the kubelet leaves it empty since v1.31
+        "operatingSystem": "linux",
+        "architecture": "amd64",
     }
 
 

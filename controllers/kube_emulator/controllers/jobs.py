@@ -21,6 +21,7 @@ from kube_emulator.controllers.common import (
     PODS,
     Recorder,
     active,
+    controller_ref,
     controller_uid,
     deleting,
     phase,
@@ -111,6 +112,29 @@ class JobController:
                 pods.append(pod)
         return pods
 
+    def _release_pods(self, ns: str, name: str, job: dict[str, Any] | None) -> None:
+        """A deleted Job (gone, or being deleted) keeps no pod: as the real controller
+        (``cleanupPodFinalizers`` on a Job's deletion, orphan pods without their Job), the
+        tracking finalizer goes from each of its pods, so that their deletion by the garbage
+        collector completes (store lock held)."""
+        pod_rt = self.core.types[PODS]
+        uid = job["metadata"]["uid"] if job is not None else None
+        for pod in self.core.store.iter(PODS, ns):
+            finalizers = pod["metadata"].get("finalizers") or []
+            if TRACKING_FINALIZER not in finalizers:
+                continue
+            ref = controller_ref(pod)
+            if ref is None or ref.get("kind") != "Job" or ref.get("name") != name:
+                continue
+            if uid is not None and ref.get("uid") != uid:
+                continue
+            new = dict(pod)
+            new["metadata"] = {
+                **pod["metadata"],
+                "finalizers": [f for f in finalizers if f != TRACKING_FINALIZER],
+            }
+            self.core.update_internal(pod_rt, pod, new)
+
     def _count_finished(self, job: dict[str, Any], counts: _Counts) -> None:
         """Count each finished pod once, dropping its tracking finalizer in the same step
         (store lock held): a pod deleted before it finished counts as failed."""
@@ -191,6 +215,7 @@ class JobController:
         with core.store.lock:
             job = core.store.get(JOBS, ns, name)
             if job is None or deleting(job):
+                self._release_pods(ns, name, job)
                 return
             spec, status = job.get("spec") or {}, dict(job.get("status") or {})
             uid = job["metadata"]["uid"]

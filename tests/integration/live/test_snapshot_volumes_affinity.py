@@ -174,10 +174,62 @@ def test_volume_constraints_per_claim_state() -> None:
     assert index.constraint("ns", ("later",)) == VolumeConstraint()
     zoned = index.constraint("ns", ("zonal",))
     assert zoned.node_affinity == ((NodeSelectorTerm((Requirement("zone", "In", ("a", "b")),)),),)
-    for name in ("now", "static", "defaulted"):
+    for name in ("now", "defaulted"):
         assert index.constraint("ns", (name,)) == VolumeConstraint(unbound=(name,))
+    # a pre-provisioned class with no volume for the claim: no node
+    assert index.constraint("ns", ("static",)) == VolumeConstraint(available=((),))
     # a claim of another namespace is not found
     assert index.constraint("other", ("bound",)).missing == ("bound",)
+
+
+def _local(name: str, host: str, size: str = "10Gi", **spec: Any) -> dict[str, Any]:
+    volume = _volume(name, host)
+    volume["spec"].update(
+        {
+            "storageClassName": "local",
+            "capacity": {"storage": size},
+            "accessModes": ["ReadWriteOnce"],
+            **spec,
+        }
+    )
+    return volume
+
+
+def test_pre_provisioned_volumes_that_could_be_bound_say_where_the_pod_may_go() -> None:
+    claim = _claim("data", storage_class="local")
+    claim["spec"]["resources"] = {"requests": {"storage": "5Gi"}}
+    taken = {"name": "other", "namespace": "ns", "uid": "u-other"}
+    index = VolumeIndex(
+        claims=[claim],
+        volumes=[
+            _local("fits-n1", "n1"),
+            _local("fits-n2", "n2", "5Gi"),
+            _local("too-small", "n3", "1Gi"),
+            _local("taken", "n4", claimRef=taken),
+            _local("read-only", "n5", accessModes=["ReadOnlyMany"]),
+            _local("block", "n6", volumeMode="Block"),
+            {**_local("released", "n7"), "status": {"phase": "Released"}},
+        ],
+        classes=[
+            _class("local", "WaitForFirstConsumer", provisioner="kubernetes.io/no-provisioner")
+        ],
+    )
+    (terms,) = index.constraint("ns", ("data",)).available
+    assert terms == (*_on("n1"), *_on("n2"))
+    # a volume with no node affinity: anywhere, no constraint at all
+    index = VolumeIndex(
+        claims=[claim],
+        volumes=[
+            {
+                "metadata": {"name": "nfs"},
+                "spec": {**_local("x", "n1")["spec"], "nodeAffinity": None},
+            }
+        ],
+        classes=[
+            _class("local", "WaitForFirstConsumer", provisioner="kubernetes.io/no-provisioner")
+        ],
+    )
+    assert index.constraint("ns", ("data",)) == VolumeConstraint()
 
 
 def test_builder_attaches_volume_constraints_to_tasks() -> None:

@@ -56,8 +56,11 @@ def podgroup(
     preemptibility: str | None = None,
     topology: dict[str, Any] | None = None,
     created: str = T0,
+    preemption_delay: str | None = None,
 ) -> dict[str, Any]:
     spec: dict[str, Any] = {"queue": queue_name, "minMember": min_member}
+    if preemption_delay:
+        spec["preemptionDelay"] = preemption_delay
     if preemptibility:
         spec["preemptibility"] = preemptibility
     if topology:
@@ -173,6 +176,15 @@ def situations() -> dict[str, dict[str, list[dict[str, Any]]]]:
             two_nodes,
             [queue("team", quota=2)],
             target("team", 4, preemptibility="non-preemptible"),
+        ),
+        # as WaitingForEviction, but the target waits out a preemption delay of 6h (from its
+        # creation at 10:00): it may not reclaim yet
+        "PreemptionDelayNotElapsed": _world(
+            two_nodes,
+            [queue("a", quota=8), queue("b", quota=8)],
+            running_job("b-run", "b", [("n0", 8)]),
+            running_job("b-run2", "b", [("n1", 8)]),
+            target("a", 8, preemption_delay="6h"),
         ),
         # the cluster is full; the target's queue already holds its whole quota (8), the other
         # queue is within its own: nothing may be reclaimed for the target

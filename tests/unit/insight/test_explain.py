@@ -74,6 +74,10 @@ def test_the_numbers() -> None:
     assert "holds 8 GPUs of its fair share 8" in fair["firstReason"]["message"]
     assert [r["reason"] for r in fair["otherReasons"]] == ["NoNodeFits"]
 
+    delayed = explain(snapshot_of(SITUATIONS["PreemptionDelayNotElapsed"]), "target").as_dict()
+    assert "within its preemption delay window (21600s)" in delayed["firstReason"]["message"]
+    assert "may evict other jobs from 2026-12-01T16:00:00Z" in delayed["unblock"][0]
+
     evict = explain(snapshot_of(SITUATIONS["WaitingForEviction"]), "target").as_dict()
     assert "work/b-run" in evict["unblock"][0]
 
@@ -118,6 +122,39 @@ def test_precedence_and_node_counts() -> None:
     ]
     assert list(PRECEDENCE) == list(PendingReason)
     assert node_counts(reasons[0].message) == {"insufficient gpu": 2, "untolerated taint": 1}
+
+
+def test_explain_names_the_untolerated_taints() -> None:
+    """Not "untolerated taint" alone: which taint (key, value, effect) on how many nodes; a
+    tolerated taint and a PreferNoSchedule one are not named."""
+    world = json.loads(json.dumps(SITUATIONS["NoNodeFits"]))
+    world["pods"][0]["spec"]["containers"][0]["resources"]["limits"]["nvidia.com/gpu"] = "2"
+    world["pods"][0]["spec"]["tolerations"] = [{"key": "team", "operator": "Exists"}]
+    n0, n1 = world["nodes"]
+    n0["spec"]["taints"] = [
+        {"key": "node.kubernetes.io/not-ready", "effect": "NoSchedule"},
+        {"key": "team", "value": "a", "effect": "NoSchedule"},
+    ]
+    n1["spec"]["taints"] = [
+        {"key": "dedicated", "value": "infer", "effect": "NoExecute"},
+        {"key": "soft", "effect": "PreferNoSchedule"},
+    ]
+    found = explain(snapshot_of(world), "work/target")
+    doc = found.as_dict()
+    assert doc["firstReason"]["nodes"] == {"untolerated taint": 2}
+    assert doc["firstReason"]["untoleratedTaints"] == {
+        "dedicated=infer:NoExecute": 1,
+        "node.kubernetes.io/not-ready:NoSchedule": 1,
+    }
+    from kai.insight.explain import text
+
+    out = text(found)
+    assert "node.kubernetes.io/not-ready:NoSchedule (on 1 node(s))" in out
+    assert "dedicated=infer:NoExecute (on 1 node(s))" in out
+    assert "team=a" not in out
+    # without a taint in the way, nothing is named
+    plain = explain(snapshot_of(SITUATIONS["NoNodeFits"]), "work/target").as_dict()
+    assert "untoleratedTaints" not in plain["firstReason"]
 
 
 # -- the snapshot file ------------------------------------------------------------------------

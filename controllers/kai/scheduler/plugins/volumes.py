@@ -2,7 +2,9 @@
 does not exist, or is unbound with an immediate-binding StorageClass, fits no node; a bound
 claim's PersistentVolume with ``spec.nodeAffinity.required`` (local disks, zonal volumes) keeps
 the pod on the nodes that can reach it, and so does an unbound WaitForFirstConsumer claim whose
-StorageClass lists ``allowedTopologies``."""
+StorageClass lists ``allowedTopologies``; an unbound claim of a class without a provisioner
+(pre-provisioned local volumes) keeps the pod on the nodes an available PersistentVolume can be
+bound on."""
 
 from __future__ import annotations
 
@@ -13,6 +15,7 @@ from kai.scheduler.predicates import (
     VOLUME_CLAIM_MISSING,
     VOLUME_CLAIM_UNBOUND,
     VOLUME_NODE_AFFINITY,
+    VOLUME_NOT_AVAILABLE,
     volume_masks,
 )
 from kai.scheduler.snapshot import TaskSpec
@@ -30,7 +33,7 @@ def _key(spec: TaskSpec) -> Hashable:
 
 VOLUMES = NodeFilter(
     "volume-binding",
-    (VOLUME_CLAIM_MISSING, VOLUME_CLAIM_UNBOUND, VOLUME_NODE_AFFINITY),
+    (VOLUME_CLAIM_MISSING, VOLUME_CLAIM_UNBOUND, VOLUME_NODE_AFFINITY, VOLUME_NOT_AVAILABLE),
     _masks,
     class_key=_key,
 )
