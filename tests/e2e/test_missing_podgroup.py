@@ -158,3 +158,33 @@ def test_reported_once_after_the_grace_period_and_again_for_a_new_name() -> None
     tracker.due(many, 0.0)
     assert len(tracker.due(many, 10.0)[0]) == 10_000
     assert time.monotonic() - started < 2
+
+
+def test_explain_offline_matches_the_documented_output() -> None:
+    """docs/explain.md shows what ``kai explain`` prints for such a pod: the same text, from a
+    snapshot holding the pod and no PodGroup."""
+    from kai.insight.explain import MissingPodGroup, explain, text
+    from kai.reconcilers.cluster_snapshot import KINDS, ClusterSnapshot
+
+    doc = (Path(__file__).parents[2] / "docs" / "explain.md").read_text()
+    section = doc.split("### A pod whose PodGroup does not exist", 1)[1]
+    shown = section.split("```\n", 2)[1]
+    snap = ClusterSnapshot(captured_at=0.0)
+    for kind in KINDS:
+        snap.objects[kind] = []
+    pod = pod_manifest("lonely", "work", "team", annotations={"pod-group-name": "ghost"})
+    pod["metadata"]["uid"] = "u1"
+    pod["status"] = {"phase": "Pending"}
+    snap.objects["pods"] = [pod]
+    for target in ("work/lonely", "lonely", "work/ghost"):
+        found = explain(snap, target)
+        assert isinstance(found, MissingPodGroup)
+        assert text(found) == shown
+    # a pod that names no PodGroup is still "not kai's to schedule" for explain
+    plain = pod_manifest("plain", "work", "team")
+    plain["metadata"]["uid"] = "u2"
+    snap.objects["pods"] = [plain]
+    from kai.insight.explain import TargetError
+
+    with pytest.raises(TargetError):
+        explain(snap, "work/plain")
