@@ -594,8 +594,13 @@ class Scheduler:
         if "podgroups" not in self.informers.informers:
             return
         podgroups = self.informers["podgroups"]
+        pool = self.options.pool
+        # one shard reports a pod: the one whose node pool its labels name
+        waiting = [
+            p for p in built.ungrouped if pool.holds((p.get("metadata") or {}).get("labels"))
+        ]
         found = missing_podgroup.missing(
-            built.ungrouped, lambda ns, name: podgroups.get(name, ns) is not None
+            waiting, lambda ns, name: podgroups.get(name, ns) is not None
         )
         due, wake = self._missing_groups.due(found, time.monotonic())
         for pod, name in due:
