@@ -9,6 +9,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from kube_emulator.errors import field_cause
+from kube_emulator.validation import label_value_problems, qualified_name_problems
 
 _SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
 _LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
@@ -82,8 +83,6 @@ def label_causes(meta: dict[str, Any]) -> list[dict[str, str]]:
     qualified names (an optional DNS-subdomain prefix of at most 253 bytes, ``/``, a name of at
     most 63 bytes; annotation keys are checked lower-cased, as the real server does), label
     values at most 63 bytes of the label alphabet, annotations at most 256 KiB in all."""
-    from kube_emulator.validation import label_value_problems, qualified_name_problems
-
     causes = []
     for where in ("labels", "annotations"):
         value = meta.get(where)
