@@ -226,6 +226,13 @@ class ApiCore:
         if not isinstance(body, dict):
             raise bad_request(f"the body of the request must be a {rt.kind} object")
         api_version = rt.api_version(version)
+        if body.get("kind") == "List" and body.get("apiVersion") == "v1" and not rt.is_custom:
+            # kubectl splits a List into its items; a List sent as such: the real server's 400
+            package = rt.group.split(".")[0] if rt.group else "core"
+            raise bad_request(
+                f'List in version "v1" cannot be handled as a {rt.kind}: converting (v1.List) '
+                f"to ({package}.{rt.kind}): unknown conversion"
+            )
         if body.get("kind", rt.kind) != rt.kind:
             raise bad_request(
                 f"the body kind {body.get('kind')!r} does not match the "

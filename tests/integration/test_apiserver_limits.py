@@ -436,6 +436,19 @@ def test_kubectl_applies_a_list(kubectl, cluster, core, ns):
     assert _gone(core, "config_map", ns, "l9")
 
 
+def test_a_list_posted_as_such_is_400(cluster, core, ns):
+    """What kubectl never does (it sends the items): the real server's 400."""
+    body = {"apiVersion": "v1", "kind": "List", "items": [_configmap("l1")]}
+    path = f"/api/v1/namespaces/{ns}/configmaps"
+    code, status = _request(cluster, "POST", path, json.dumps(body).encode())
+    assert (code, status["reason"]) == (400, "BadRequest"), status
+    assert status["message"] == (
+        'List in version "v1" cannot be handled as a ConfigMap: converting (v1.List) to '
+        "(core.ConfigMap): unknown conversion"
+    )
+    assert _gone(core, "config_map", ns, "l1")
+
+
 def test_kai_render_json_pipes_into_kubectl_apply(kubectl, cluster, core, tmp_path):
     """The documented pipe: ``kai render -o json | kubectl apply -f -``."""
     from kubernetes import dynamic
