@@ -188,3 +188,28 @@ def test_explain_offline_matches_the_documented_output() -> None:
 
     with pytest.raises(TargetError):
         explain(snap, "work/plain")
+
+
+def test_explain_json_has_the_documented_keys() -> None:
+    """The JSON of a pod whose PodGroup is missing has every key of an ordinary explanation
+    (docs/cli.md), and lists the pods naming the PodGroup."""
+    from kai.insight.explain import explain
+    from kai.reconcilers.cluster_snapshot import KINDS, ClusterSnapshot
+
+    snap = ClusterSnapshot(captured_at=0.0)
+    for kind in KINDS:
+        snap.objects[kind] = []
+    pods = []
+    for i, name in enumerate(("b", "a")):
+        pod = pod_manifest(name, "work", "team", annotations={"pod-group-name": "ghost"})
+        pod["metadata"]["uid"] = f"u{i}"
+        pods.append(pod)
+    snap.objects["pods"] = pods
+    doc = explain(snap, "work/ghost").as_dict()
+    ordinary = {
+        "podGroup", "pod", "queue", "state", "tasks", "minAvailable", "firstReason",
+        "otherReasons", "queuePath", "positionInQueue", "unblock",
+    }  # fmt: skip
+    assert ordinary <= set(doc)
+    assert doc["pod"] == "work/a" and doc["podsNamingIt"] == ["work/a", "work/b"]
+    assert doc["queue"] is None and doc["positionInQueue"] is None

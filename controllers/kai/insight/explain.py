@@ -47,8 +47,12 @@ class MissingPodGroup:
             "pod": self.pod,
             "queue": None,
             "state": "Pending",
+            "tasks": {"total": 0, "placed": 0},
+            "minAvailable": None,
             "firstReason": {"reason": missing_podgroup.REASON, "message": self.message},
             "otherReasons": [],
+            "queuePath": [],
+            "positionInQueue": None,
             "podsNamingIt": [self.pod, *self.others],
             "unblock": self.unblock,
         }
