@@ -74,6 +74,8 @@ class ApiError(Exception):
             "reason": self.reason,
             "code": self.code,
         }
+        if not self.reason:  # the real server leaves it out for errors from storage
+            del body["reason"]
         if details:
             body["details"] = details
         return body

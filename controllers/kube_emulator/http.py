@@ -243,14 +243,31 @@ class ApiHTTPServer(ThreadingHTTPServer):
         super().server_close()
 
     def handle_error(self, request: Any, client_address: Any) -> None:
-        """A client that went away mid-request (reset, broken pipe) is routine: no report.
-        Anything else is logged with its traceback."""
+        """A client that went away mid-request (reset, broken pipe) is routine: no report. A
+        connection that failed at the socket or TLS layer (a half-open TLS connection closed
+        before its answer, a bad record) is one line, without a traceback. Anything else is a
+        fault of the server: logged with its traceback."""
         import sys
 
         exc = sys.exc_info()[1]
         if isinstance(exc, (ConnectionResetError, BrokenPipeError, TimeoutError)):
             return
-        log.error("error on a connection from %s", client_address, exc_info=True)
+        if isinstance(exc, OSError):  # ssl.SSLError is an OSError
+            log.warning(
+                "connection from %s closed: %s: %s",
+                _peer(client_address),
+                type(exc).__name__,
+                " ".join(str(exc).split())[:200],
+            )
+            return
+        log.error("error on a connection from %s", _peer(client_address), exc_info=True)
+
+
+def _peer(address: Any) -> str:
+    """``host:port`` of a client address (a tuple for TCP), for a log line."""
+    if isinstance(address, tuple) and len(address) >= 2:
+        return f"{address[0]}:{address[1]}"
+    return str(address)
 
 
 class _Headers(dict[str, str]):
@@ -498,12 +515,12 @@ class ApiHandler(BaseHTTPRequestHandler):
             return None
         ctype = (self.headers.get("Content-Type") or "application/json").split(";")[0].strip()
         if ctype in ("application/yaml", "application/apply-patch+yaml"):
-            from kube_emulator.yamlbody import YamlBodyError, load_yaml
+            from kube_emulator.yamlbody import YamlBodyError, load_yaml, yaml_body_error
 
             try:
                 return load_yaml(raw)
             except YamlBodyError as exc:
-                raise bad_request(f"the request body is not valid YAML: {exc}") from exc
+                raise yaml_body_error(exc) from exc
         if ctype == "application/vnd.kubernetes.protobuf":
             return protobuf.decode(raw)
         if _LONG_NUMBER.search(raw):
@@ -646,8 +663,12 @@ class ApiHandler(BaseHTTPRequestHandler):
                 raise ApiError(404, "the server could not find the requested resource")
             self._send(200, doc)
             return True
+        if path == "/openapi/v2":
+            body, ctype = openapi.v2_document(self.headers.get("Accept") or "")
+            self._send(200, body, content_type=ctype)
+            return True
         if path.startswith("/openapi/"):
-            raise ApiError(404, "the server does not serve OpenAPI v2", "NotFound")
+            raise ApiError(404, "the server could not find the requested resource", "NotFound")
         return False
 
     def _kai_sim_route(self, method: str, path: str, raw: bytes) -> bool:

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-import functools
+import json
 import re
 import time
 from datetime import UTC, datetime
 from typing import Any
 
 from kube_emulator.errors import field_cause
+from kube_emulator.validation import label_value_problems, qualified_name_problems
 
 _SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
 _LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
@@ -78,6 +79,10 @@ def name_causes(tkey: tuple[str, str], name: str, custom: bool) -> list[dict[str
 
 
 def label_causes(meta: dict[str, Any]) -> list[dict[str, str]]:
+    """The real server's rules for ``metadata.labels`` and ``metadata.annotations``: keys are
+    qualified names (an optional DNS-subdomain prefix of at most 253 bytes, ``/``, a name of at
+    most 63 bytes; annotation keys are checked lower-cased, as the real server does), label
+    values at most 63 bytes of the label alphabet, annotations at most 256 KiB in all."""
     causes = []
     for where in ("labels", "annotations"):
         value = meta.get(where)
@@ -99,59 +104,43 @@ def label_causes(meta: dict[str, Any]) -> list[dict[str, str]]:
                         "FieldValueTypeInvalid",
                     )
                 )
-            elif where == "labels" and not _label_value_ok(v):
-                causes.append(
-                    field_cause(
-                        "metadata.labels",
-                        f'Invalid value: "{v}": a valid '
-                        "label must be an empty string or consist of "
-                        "alphanumeric characters, '-', '_' or '.', and must "
-                        "start and end with an alphanumeric character",
-                    )
-                )
     labels = meta.get("labels")
     if isinstance(labels, dict):
-        for key in labels:
-            if not _qualified_name(key):
+        for key, v in labels.items():
+            for problem in qualified_name_problems(key):
                 causes.append(
-                    field_cause(
-                        "metadata.labels",
-                        f'Invalid value: "{key}": name part must consist of alphanumeric '
-                        "characters, '-', '_' or '.', and must start and end with an "
-                        "alphanumeric character, with an optional DNS subdomain prefix and '/'",
-                    )
+                    field_cause("metadata.labels", f"Invalid value: {_quoted(key)}: {problem}")
                 )
+            if isinstance(v, str):
+                for problem in label_value_problems(v):
+                    causes.append(
+                        field_cause("metadata.labels", f"Invalid value: {_quoted(v)}: {problem}")
+                    )
     annotations = meta.get("annotations")
     if isinstance(annotations, dict):
-        size = sum(len(k) + len(str(v)) for k, v in annotations.items())
+        for key in annotations:
+            for problem in qualified_name_problems(key.lower()):
+                causes.append(
+                    field_cause("metadata.annotations", f"Invalid value: {_quoted(key)}: {problem}")
+                )
+        size = sum(len(k.encode()) + len(str(v).encode()) for k, v in annotations.items())
         if size > MAX_ANNOTATIONS:
             causes.append(
                 field_cause(
                     "metadata.annotations",
-                    f"Too long: must have at most {MAX_ANNOTATIONS} bytes",
+                    f"Too long: may not be more than {MAX_ANNOTATIONS} bytes",
                     "FieldValueTooLong",
                 )
             )
     return causes
 
 
+def _quoted(value: str) -> str:
+    """A value quoted as Go's %q does for printable text (the real server's field errors)."""
+    return json.dumps(value, ensure_ascii=False)
+
+
 MAX_ANNOTATIONS = 256 * 1024
-_NAME_PART = re.compile(r"^[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$")
-
-
-@functools.lru_cache(maxsize=8192)
-def _label_value_ok(value: str) -> bool:
-    """Empty, or at most 63 characters of the label-value alphabet (cached: the same few
-    values come back on every write of an object)."""
-    return value == "" or (len(value) <= 63 and bool(_NAME_PART.match(value)))
-
-
-@functools.lru_cache(maxsize=8192)
-def _qualified_name(key: str) -> bool:
-    prefix, slash, name = key.rpartition("/")
-    if slash and (not prefix or len(prefix) > 253 or not _SUBDOMAIN.match(prefix)):
-        return False
-    return 0 < len(name) <= 63 and bool(_NAME_PART.match(name))
 
 
 def spec_of(obj: dict[str, Any], with_status: bool = False) -> dict[str, Any]:

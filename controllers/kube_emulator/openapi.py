@@ -89,3 +89,28 @@ def index(core: ApiCore) -> dict[str, Any]:
             digest = hashlib.sha256(orjson.dumps(doc)).hexdigest()[:32].upper()
             entries[rel] = {"serverRelativeURL": f"/openapi/v3/{rel}?hash={digest}"}
     return {"paths": entries}
+
+
+# The OpenAPI v2 document: kubectl reads it (in protobuf, the gnostic ``openapi_v2.Document``)
+# only where v3 has nothing for a kind -- a ``kind: List`` file it validates item by item.
+# Without schemas, kubectl validates none of the items itself and sends each with
+# ``fieldValidation=Strict``, so the server checks them, as it does for every other write.
+V2_PROTOBUF = "application/com.github.proto-openapi.spec.v2.v1.0+protobuf"
+_V2_TITLE = "Kubernetes (kai.sim)"
+_V2_VERSION = "v1"
+
+
+def _pb_string(field: int, text: str) -> bytes:
+    data = text.encode()
+    # strings here are short: one-byte lengths
+    return bytes([(field << 3) | 2, len(data)]) + data
+
+
+def v2_document(accept: str) -> tuple[bytes, str]:
+    """The body and content type of ``/openapi/v2``: ``swagger``, ``info`` and no paths or
+    definitions; protobuf unless the client asks for JSON only."""
+    if "protobuf" not in accept and "json" in accept:
+        body = {"swagger": "2.0", "info": {"title": _V2_TITLE, "version": _V2_VERSION}}
+        return orjson.dumps({**body, "paths": {}}), "application/json"
+    info = _pb_string(1, _V2_TITLE) + _pb_string(2, _V2_VERSION)
+    return _pb_string(1, "2.0") + bytes([(2 << 3) | 2, len(info)]) + info, V2_PROTOBUF

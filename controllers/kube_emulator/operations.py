@@ -76,6 +76,38 @@ class WriteOptions:
     patch: bytes | None = None  # the request body of a PATCH (its errors name the patch)
 
 
+# What etcd accepts in one request (its --max-request-bytes default, 1.5 MiB) and the largest
+# message the API server's etcd client sends (2 MiB): the real server answers 500 past each.
+ETCD_MAX_REQUEST_BYTES = 1536 * 1024
+ETCD_CLIENT_MAX_SEND_BYTES = 2 * 1024 * 1024
+# what stamping adds to an object (uid, creationTimestamp, resourceVersion, generation) and
+# what etcd's request adds around it (its key): the limits apply to the stored object
+_STORED_OVERHEAD = 256
+
+
+def check_stored_size(rt: ResourceType, obj: dict[str, Any]) -> None:
+    """Refuse an object too large for the store, as the real server does: its etcd refuses a
+    request over 1.5 MiB ("etcdserver: request is too large") and its etcd client a message
+    over 2 MiB. The size is that of the JSON form plus the stamp and key (etcd stores
+    protobuf for built-in kinds: sizes near a limit may differ by a few hundred bytes)."""
+    try:
+        size = len(orjson.dumps(obj)) + _STORED_OVERHEAD + len(rt.plural) + len(rt.group)
+    except (TypeError, orjson.JSONEncodeError):
+        return  # not JSON-encodable here: the write fails elsewhere with its own error
+    if size > ETCD_CLIENT_MAX_SEND_BYTES:
+        message = (
+            "rpc error: code = ResourceExhausted desc = trying to send message larger than "
+            f"max ({size} vs. {ETCD_CLIENT_MAX_SEND_BYTES})"
+        )
+    elif size > ETCD_MAX_REQUEST_BYTES:
+        message = "etcdserver: request is too large"
+    else:
+        return
+    err = ApiError(500, message)
+    err.reason = ""  # the real server's Status for a storage error has no reason
+    raise err
+
+
 class _Retry(Exception):
     pass
 
@@ -194,6 +226,13 @@ class ApiCore:
         if not isinstance(body, dict):
             raise bad_request(f"the body of the request must be a {rt.kind} object")
         api_version = rt.api_version(version)
+        if body.get("kind") == "List" and body.get("apiVersion") == "v1" and not rt.is_custom:
+            # kubectl splits a List into its items; a List sent as such: the real server's 400
+            package = rt.group.split(".")[0] if rt.group else "core"
+            raise bad_request(
+                f'List in version "v1" cannot be handled as a {rt.kind}: converting (v1.List) '
+                f"to ({package}.{rt.kind}): unknown conversion"
+            )
         if body.get("kind", rt.kind) != rt.kind:
             raise bad_request(
                 f"the body kind {body.get('kind')!r} does not match the "
@@ -261,6 +300,7 @@ class ApiCore:
             validation.check_int64(rt.key, rt.kind, version, obj)
             if old is None or obj.get("spec") != old.get("spec") or rt.key == NODES_KEY:
                 causes += validation.resource_causes(rt.key, version, rt.kind, obj)
+            causes += validation.data_size_causes(rt.key, obj)
             if rt.key == PODS_KEY:
                 validation.default_container_statuses(obj)
         if rt.is_custom:
@@ -435,6 +475,7 @@ class ApiCore:
             raise already_exists(rt.plural, rt.group, md["name"])
         if rt.key == CRD_KEY:
             self._check_crd_names(obj)
+        check_stored_size(rt, self._to_storage(rt, obj))
         self.store.next_rv()
         stored = self._to_storage(rt, self._stamp_new(rt, obj))
         self.store.commit(rt.store_key, "ADDED", stored, None)
@@ -654,6 +695,7 @@ class ApiCore:
     ) -> dict[str, Any]:
         """Store ``merged`` as the successor of ``cur`` (lock held). An object being deleted
         whose last finalizer went away is removed instead."""
+        check_stored_size(rt, self._to_storage(rt, merged))
         self.store.next_rv()
         stored = _with_rv(self._to_storage(rt, merged), self.store.rv)
         md = stored["metadata"]
@@ -746,6 +788,10 @@ def _patch_document(rt: ResourceType, ptype: str, raw: bytes, opts: WriteOptions
     try:
         patch_doc = _load_yaml(raw) if ptype == APPLY_PATCH else orjson.loads(raw)
     except ValueError as exc:
+        from kube_emulator.yamlbody import YamlBodyError, yaml_body_error
+
+        if isinstance(exc, YamlBodyError):
+            raise yaml_body_error(exc, apply=True) from exc
         raise bad_request(f"the patch body is not valid: {exc}") from exc
     if ptype == "application/strategic-merge-patch+json" and rt.is_custom:
         raise ApiError(

@@ -285,30 +285,100 @@ _SUBDOMAIN_RULE = (
 )
 
 
-def qualified_name_problem(value: str) -> str | None:
-    """apimachinery's IsQualifiedName, with the real server's messages."""
+@functools.lru_cache(maxsize=8192)
+def qualified_name_problems(value: str) -> tuple[str, ...]:
+    """apimachinery's IsQualifiedName: every problem, in its order, with the real server's
+    messages (cached: the same few keys come back on every write of an object)."""
     parts = value.split("/")
     if len(parts) > 2:
         return (
             f"a valid label key {_NAME_RULE} with an optional DNS subdomain prefix and '/' "
-            "(e.g. 'example.com/MyName')"
+            "(e.g. 'example.com/MyName')",
         )
+    problems: list[str] = []
     name = parts[-1]
     if len(parts) == 2:
         prefix = parts[0]
         if not prefix:
-            return "prefix part must be non-empty"
-        if len(prefix) > 253:
-            return "prefix part must be no more than 253 bytes"
-        if not _SUBDOMAIN.match(prefix):
-            return f"prefix part {_SUBDOMAIN_RULE}"
+            problems.append("prefix part must be non-empty")
+        else:
+            if len(prefix) > 253:
+                problems.append("prefix part must be no more than 253 bytes")
+            if not _SUBDOMAIN.match(prefix):
+                problems.append(f"prefix part {_SUBDOMAIN_RULE}")
     if not name:
-        return "name part must be non-empty"
-    if len(name) > 63:
-        return "name part must be no more than 63 bytes"
+        problems.append("name part must be non-empty")
+    elif len(name) > 63:
+        problems.append("name part must be no more than 63 bytes")
     if not _NAME_PART.match(name):
-        return f"name part {_NAME_RULE}"
-    return None
+        problems.append(f"name part {_NAME_RULE}")
+    return tuple(problems)
+
+
+def qualified_name_problem(value: str) -> str | None:
+    """The first of :func:`qualified_name_problems`, or None."""
+    problems = qualified_name_problems(value)
+    return problems[0] if problems else None
+
+
+_LABEL_VALUE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
+_LABEL_VALUE_RULE = (
+    "a valid label must be an empty string or consist of alphanumeric characters, '-', '_' or "
+    "'.', and must start and end with an alphanumeric character (e.g. 'MyValue',  or "
+    "'my_value',  or '12345', regex used for validation is "
+    "'(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?')"
+)
+
+
+@functools.lru_cache(maxsize=8192)
+def label_value_problems(value: str) -> tuple[str, ...]:
+    """apimachinery's IsValidLabelValue, with the real server's messages."""
+    problems: list[str] = []
+    if len(value.encode()) > 63:
+        problems.append("must be no more than 63 bytes")
+    if not _LABEL_VALUE.match(value):
+        problems.append(_LABEL_VALUE_RULE)
+    return tuple(problems)
+
+
+MAX_SECRET_SIZE = 1024 * 1024  # corev1.MaxSecretSize: ConfigMaps and Secrets alike
+CONFIGMAPS_KEY = ("", "configmaps")
+SECRETS_KEY = ("", "secrets")
+
+
+def _decoded_len(value: Any) -> int:
+    """The byte length of a base64 ``[]byte`` field (the server counts decoded bytes)."""
+    if not isinstance(value, str):
+        return 0
+    text = value.rstrip("=")
+    return len(text) * 3 // 4
+
+
+def data_size_causes(key: tuple[str, str], obj: dict[str, Any]) -> list[Cause]:
+    """The real server's 1 MiB limit on the data of a ConfigMap (``data`` and ``binaryData``
+    together, reported on the whole object) and of a Secret (reported on ``data``)."""
+    if key == CONFIGMAPS_KEY:
+        total = 0
+        data = obj.get("data")
+        if isinstance(data, dict):
+            total += sum(len(v.encode()) for v in data.values() if isinstance(v, str))
+        binary = obj.get("binaryData")
+        if isinstance(binary, dict):
+            total += sum(_decoded_len(v) for v in binary.values())
+        where = "[]"
+    elif key == SECRETS_KEY:
+        data = obj.get("data")
+        total = sum(_decoded_len(v) for v in data.values()) if isinstance(data, dict) else 0
+        where = "data"
+    else:
+        return []
+    if total <= MAX_SECRET_SIZE:
+        return []
+    return [
+        field_cause(
+            where, f"Too long: may not be more than {MAX_SECRET_SIZE} bytes", "FieldValueTooLong"
+        )
+    ]
 
 
 def finalizer_causes(md: dict[str, Any], builtin: bool) -> tuple[list[Cause], list[str]]:

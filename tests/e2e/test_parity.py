@@ -138,7 +138,7 @@ def explain_disagreements(
     """For every pending pod the live scheduler marked ``PodScheduled=False``: what `kai explain`
     says of it (the same capture of the cluster, the scenario's node pool and settings) against
     the condition's message. Pods whose condition is not (yet) written are not compared."""
-    from kai.insight.explain import explain
+    from kai.insight.explain import Explanation, explain
 
     messages: dict[str, str] = {}
     for pod in kube.list(PODS, live.namespace)["items"]:
@@ -152,7 +152,8 @@ def explain_disagreements(
     computed = (built, run_session(built.snapshot))
     out = {}
     for name, message in sorted(messages.items()):
-        said = condition_text(explain(snap, f"{live.namespace}/{name}", computed).reasons)
+        found = explain(snap, f"{live.namespace}/{name}", computed)
+        said = condition_text(found.reasons) if isinstance(found, Explanation) else repr(found)
         if said != message:
             out[name] = {"live": message, "explain": said}
     return out, len(messages)

@@ -15,6 +15,7 @@ from typing import Any
 
 from kai.insight.decisions import pod_name
 from kai.insight.figures import RESOURCES, amount, queue_path, with_unit
+from kai.reconcilers import missing_podgroup
 from kai.reconcilers.cluster_snapshot import ClusterSnapshot
 from kai.reconcilers.snapshot_builder import BuiltSnapshot
 from kai.scheduler.predicates import TAINT, tolerates
@@ -39,6 +40,72 @@ _BLOCKING_EFFECTS = ("NoSchedule", "NoExecute")  # what TaintToleration filters 
 
 class TargetError(LookupError):
     """The pod or PodGroup named is not in the snapshot, or the name is ambiguous."""
+
+
+@dataclass
+class MissingPodGroup:
+    """A pod of kai's that names, in its ``pod-group-name`` annotation, a PodGroup that does not
+    exist: it is no task of any job, so no cycle considers it."""
+
+    pod: str  # namespace/name
+    podgroup: str  # namespace/name of the PodGroup it names
+    message: str
+    others: list[str] = field(default_factory=list)  # other pods naming the same PodGroup
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "podGroup": self.podgroup,
+            "pod": self.pod,
+            "queue": None,
+            "state": "Pending",
+            "tasks": {"total": 0, "placed": 0},
+            "minAvailable": None,
+            "firstReason": {"reason": missing_podgroup.REASON, "message": self.message},
+            "otherReasons": [],
+            "queuePath": [],
+            "positionInQueue": None,
+            "podsNamingIt": [self.pod, *self.others],
+            "unblock": self.unblock,
+        }
+
+    @property
+    def unblock(self) -> list[str]:
+        namespace, _, name = self.podgroup.partition("/")
+        return [
+            f"create PodGroup {name} in namespace {namespace}, or correct the pod's "
+            f"{missing_podgroup.POD_GROUP_ANNOTATION} annotation"
+        ]
+
+
+def find_missing_podgroup(
+    snap: ClusterSnapshot, built: BuiltSnapshot, target: str
+) -> MissingPodGroup | None:
+    """The waiting pod named ``target`` (or the first of the pods naming the PodGroup
+    ``target``) whose PodGroup does not exist in ``snap``; None when there is none."""
+    namespace, _, name = target.rpartition("/")
+    existing = {
+        (str(md.get("namespace") or ""), str(md.get("name") or ""))
+        for md in ((pg.get("metadata") or {}) for pg in snap.objects.get("podgroups", []))
+    }
+    found = missing_podgroup.missing(built.ungrouped, lambda ns, pg: (ns, pg) in existing)
+    pods = [
+        (f"{md.get('namespace')}/{md.get('name')}", f"{md.get('namespace')}/{pg}", pg)
+        for md, pg in (((pod.get("metadata") or {}), pg) for pod, pg in found)
+        if not namespace or md.get("namespace") == namespace
+    ]
+    matches = [p for p in pods if p[0].rpartition("/")[2] == name] or [
+        p for p in pods if p[2] == name
+    ]
+    if not matches:
+        return None
+    pod, group, pg = sorted(matches)[0]
+    others = sorted(p[0] for p in pods if p[1] == group and p[0] != pod)
+    return MissingPodGroup(
+        pod=pod,
+        podgroup=group,
+        message=missing_podgroup.message(group.partition("/")[0], pg),
+        others=others,
+    )
 
 
 @dataclass
@@ -118,10 +185,16 @@ def explain(
     snap: ClusterSnapshot,
     target: str,
     computed: tuple[BuiltSnapshot, SessionResult] | None = None,
-) -> Explanation:
+) -> Explanation | MissingPodGroup:
     # the target as the scheduler of its own node pool sees it
     built, result = computed or run(snap, snap.pool_of_target(target))
-    job, pod = find_job(built, target)
+    try:
+        job, pod = find_job(built, target)
+    except TargetError:
+        lonely = find_missing_podgroup(snap, built, target)
+        if lonely is None:
+            raise
+        return lonely
     placed_statuses = {*ACTIVE_ALLOCATED_STATUSES, TaskStatus.PIPELINED}
     placed = sum(
         1
@@ -436,8 +509,17 @@ def _fit_hint(built: BuiltSnapshot, job: JobSpec, first: Classified) -> list[str
     return hints
 
 
-def text(ex: Explanation) -> str:
+def text(ex: Explanation | MissingPodGroup) -> str:
     """The explanation for people."""
+    if isinstance(ex, MissingPodGroup):
+        lines = [
+            f"pod {ex.pod}  Pending: in no PodGroup",
+            f"first reason: {missing_podgroup.REASON}: {ex.message}",
+        ]
+        if ex.others:
+            lines.append(f"also naming it: {', '.join(ex.others)}")
+        lines += [f"would unblock: {hint}" for hint in ex.unblock]
+        return "\n".join(lines) + "\n"
     job = ex.job
     lines = [
         f"PodGroup {job.namespace}/{job.name}"

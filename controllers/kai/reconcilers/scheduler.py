@@ -54,6 +54,7 @@ from kai.kube.resources import (
 )
 from kai.kube.writes import create_if_absent, delete_if_present, patch_if_changed
 from kai.metrics import SchedulerMetrics
+from kai.reconcilers import missing_podgroup
 from kai.reconcilers.cluster_snapshot import ClusterSnapshot, from_caches
 from kai.reconcilers.cycle_trigger import CycleTrigger, next_due, relevant
 from kai.reconcilers.direct_bind import (
@@ -247,6 +248,8 @@ class Scheduler:
         self._direct = InFlightBinds()  # direct binds until the pods informer shows them
         self._created_lock = threading.Lock()
         self._reported: dict[str, str] = {}  # object uid -> last problem reported
+        # pods naming a PodGroup that does not exist: reported once, after a grace period
+        self._missing_groups = missing_podgroup.MissingPodGroups()
         self._conditions: dict[str, str] = {}  # job uid -> last scheduling condition written
         self._transition = 0
         self.last_result: SessionResult | None = None
@@ -494,6 +497,7 @@ class Scheduler:
         self._apply_usage(built)
         t_open = time.monotonic()
         self._report_problems(built)
+        self._report_missing_podgroups(built)
         self._clean_bind_requests(built)
         acted: dict[str, frozenset[str]] = {}
         result = self._run_session(built, acted)
@@ -593,6 +597,30 @@ class Scheduler:
                 "InvalidObject",
                 f"ignored by the scheduler: {problem.field}: {problem.message}",
             )
+
+    def _report_missing_podgroups(self, built: BuiltSnapshot) -> None:
+        """A pod naming a PodGroup that does not exist: an Event and ``PodScheduled=False``
+        once the grace period is over (:mod:`kai.reconcilers.missing_podgroup`)."""
+        if "podgroups" not in self.informers.informers:
+            return
+        podgroups = self.informers["podgroups"]
+        pool = self.options.pool
+        # one shard reports a pod: the one whose node pool its labels name
+        waiting = [
+            p for p in built.ungrouped if pool.holds((p.get("metadata") or {}).get("labels"))
+        ]
+        found = missing_podgroup.missing(
+            waiting, lambda ns, name: podgroups.get(name, ns) is not None
+        )
+        due, wake = self._missing_groups.due(found, time.monotonic())
+        for pod, name in due:
+            md = pod.get("metadata") or {}
+            text = missing_podgroup.message(str(md.get("namespace") or ""), name)
+            log.info("pod %s/%s: %s", md.get("namespace"), md.get("name"), text)
+            self.recorder.event(pod, "Warning", missing_podgroup.REASON, text)
+            self._mark_unschedulable(pod, text, missing_podgroup.REASON)
+        if wake is not None:
+            self.trigger.schedule(wake)
 
     def _clean_bind_requests(self, built: BuiltSnapshot) -> None:
         doomed = list(built.stale_bind_requests)
@@ -901,8 +929,10 @@ class Scheduler:
                 if mark:
                     self._mark_unschedulable(pod, text)
 
-    def _mark_unschedulable(self, pod: dict[str, Any], text: str) -> None:
-        """Pod condition ``PodScheduled=False/Unschedulable`` (what ``kubectl describe`` shows),
+    def _mark_unschedulable(
+        self, pod: dict[str, Any], text: str, reason: str = "Unschedulable"
+    ) -> None:
+        """Pod condition ``PodScheduled=False/<reason>`` (what ``kubectl describe`` shows),
         written only when its message changes."""
         conditions = (pod.get("status") or {}).get("conditions") or []
         current = next((c for c in conditions if c.get("type") == "PodScheduled"), None)
@@ -915,7 +945,7 @@ class Scheduler:
         condition = {
             "type": "PodScheduled",
             "status": "False",
-            "reason": "Unschedulable",
+            "reason": reason,
             "message": text,
             "lastProbeTime": None,
             "lastTransitionTime": rfc3339(),
