@@ -1,0 +1,267 @@
+"""In-use protection by finalizer: `kubectl delete -f DIR` and `kubectl apply -f DIR` converge in
+any order, on the embedded API server and on a real one.
+
+A tree of queues: two KAI Queues written directly (``p-top``, ``p-mid`` under it) and a
+QueueTree (``p-tree``, attached under ``p-mid``) compiled into ``p-team`` and its leaf
+``p-leaf``, where a PodGroup has a running pod. The whole directory is deleted in the worst
+order (parents first, one file after the other): every delete is accepted, every object stays
+Terminating with the ``InUse`` condition and an ``InUse`` Event naming what holds it. The
+controller is restarted in the middle; once the workload ends everything is gone within a
+bounded time, and applying the directory again converges.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import subprocess
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from e2e_helpers import both_servers
+
+from helpers.polling import eventually
+from kai.api.protection import FINALIZER, IN_USE
+from kai.kube.client import ApiError, Kube, Resource
+from kai.kube.events import EventRecorder
+from kai.kube.resources import EVENTS, NAMESPACES, PODGROUPS, PODS, QUEUES
+from kai.kube.writes import create_if_absent
+from kai.reconcilers.gitops_controller import DOCUMENTS, ControllerOptions, start_controller
+
+TREES = DOCUMENTS["QueueTree"]
+NAMESPACE = "p-work"
+RAW = ("p-top", "p-mid")
+COMPILED = ("p-team", "p-leaf")
+GONE_WITHIN = 30.0  # seconds from the end of the workload until every object is gone
+
+RESOURCES = """
+  resources:
+    gpu: {quota: 0, overQuotaWeight: 1, limit: -1}
+    cpu: {quota: 0, overQuotaWeight: 1, limit: -1}
+    memory: {quota: 0, overQuotaWeight: 1, limit: -1}
+"""
+FILES = {
+    # kubectl reads a directory in file-name order: the parents are deleted first
+    "1-top.yaml": "apiVersion: scheduling.run.ai/v2\nkind: Queue\nmetadata:\n  name: p-top\n"
+    "spec:" + RESOURCES,
+    "2-mid.yaml": "apiVersion: scheduling.run.ai/v2\nkind: Queue\nmetadata:\n  name: p-mid\n"
+    "spec:\n  parentQueue: p-top" + RESOURCES,
+    "3-tree.yaml": """apiVersion: gitops.kai.scheduler/v1alpha1
+kind: QueueTree
+metadata:
+  name: p-tree
+spec:
+  parent: p-mid
+  queues:
+  - name: p-team
+    children:
+    - name: p-leaf
+""",
+}
+
+
+@pytest.fixture(params=["embedded", "real"])
+def api(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[tuple[str, Kube]]:
+    yield from both_servers(request, tmp_path, cleanup=_clean)
+
+
+def _clean(kube: Kube) -> None:
+    """Leave the session's real cluster as we found it: no object of this test, none stuck."""
+    for res, names in ((TREES, ("p-tree",)), (QUEUES, (*RAW, *COMPILED))):
+        for name in names:
+            with contextlib.suppress(ApiError):
+                kube.patch(res, name, {"metadata": {"finalizers": None}})
+            with contextlib.suppress(ApiError):
+                kube.delete(res, name)
+    with contextlib.suppress(ApiError):
+        kube.delete(NAMESPACES, NAMESPACE)
+
+
+def _kubectl(kubectl: str, kubeconfig: str, *args: str) -> str:
+    run = subprocess.run(
+        [kubectl, "--kubeconfig", kubeconfig, *args], capture_output=True, text=True, timeout=60
+    )
+    assert run.returncode == 0, run.stderr
+    return run.stdout + run.stderr
+
+
+def _controller(kube: Kube) -> Callable[[], None]:
+    recorder = EventRecorder(kube, "kai-controller").start()
+    controller, informers = start_controller(
+        kube, recorder, ControllerOptions(resync=5, blocked_recheck=0.3)
+    )
+
+    def stop() -> None:
+        controller.stop()
+        informers.stop()
+        recorder.stop()
+
+    return stop
+
+
+def _get(kube: Kube, res: Resource, name: str) -> dict[str, Any] | None:
+    try:
+        return kube.get(res, name)
+    except ApiError as exc:
+        if exc.status == 404:
+            return None
+        raise
+
+
+def _objects() -> list[tuple[Resource, str]]:
+    return [(QUEUES, n) for n in (*RAW, *COMPILED)] + [(TREES, "p-tree")]
+
+
+def _protected(kube: Kube) -> bool:
+    for res, name in _objects():
+        obj = _get(kube, res, name)
+        assert obj is not None, name
+        assert FINALIZER in (obj["metadata"].get("finalizers") or []), name
+    return True
+
+
+def _in_use(kube: Kube, res: Resource, name: str) -> dict[str, Any]:
+    obj = _get(kube, res, name)
+    assert obj is not None, f"{name} is gone while its workload runs"
+    assert obj["metadata"].get("deletionTimestamp"), f"{name} is not Terminating"
+    conditions = {c["type"]: c for c in (obj.get("status") or {}).get("conditions") or []}
+    assert IN_USE in conditions, (name, obj.get("status"))
+    assert conditions[IN_USE]["status"] == "True"
+    return dict(conditions[IN_USE])
+
+
+def _events(kube: Kube, name: str) -> list[str]:
+    return [
+        e["message"]
+        for e in kube.list(EVENTS, "default")["items"]
+        if e["involvedObject"].get("name") == name and e.get("reason") == IN_USE
+    ]
+
+
+def _all_gone(kube: Kube) -> bool:
+    left = [name for res, name in _objects() if _get(kube, res, name) is not None]
+    assert not left, left
+    return True
+
+
+def _start_workload(kube: Kube) -> None:
+    create_if_absent(
+        kube, NAMESPACES, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}}
+    )
+    kube.create(
+        PODGROUPS,
+        {
+            "apiVersion": "scheduling.run.ai/v2alpha2",
+            "kind": "PodGroup",
+            "metadata": {"name": "train", "namespace": NAMESPACE},
+            "spec": {"minMember": 1, "queue": "p-leaf"},
+        },
+    )
+    kube.create(
+        PODS,
+        {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {
+                "name": "train-0",
+                "namespace": NAMESPACE,
+                "annotations": {"pod-group-name": "train"},
+            },
+            "spec": {"schedulerName": "nobody", "containers": [{"name": "c", "image": "busybox"}]},
+        },
+    )
+    kube.patch(PODS, "train-0", {"status": {"phase": "Running"}}, NAMESPACE, sub="status")
+
+
+def _end_workload(kube: Kube) -> None:
+    kube.delete(PODS, "train-0", NAMESPACE, grace_period_seconds=0)
+    kube.delete(PODGROUPS, "train", NAMESPACE)
+
+
+def test_delete_in_the_worst_order_then_apply_again(
+    api: tuple[str, Kube], kubectl: str, tmp_path: Path
+) -> None:
+    kubeconfig, kube = api
+    folder = tmp_path / "queues"
+    folder.mkdir()
+    for name, text in FILES.items():
+        (folder / name).write_text(text)
+    _kubectl(kubectl, kubeconfig, "apply", "-f", str(folder))
+    _start_workload(kube)
+    stop = _controller(kube)
+    try:
+        # every Queue (written directly or compiled) and the QueueTree carry the finalizer
+        eventually(lambda: _protected(kube), timeout=30)
+
+        # the whole directory, parents first: every delete is accepted
+        out = _kubectl(kubectl, kubeconfig, "delete", "-f", str(folder), "--wait=false")
+        for line in (
+            'queue.scheduling.run.ai "p-top" deleted',
+            'queue.scheduling.run.ai "p-mid" deleted',
+            'queuetree.gitops.kai.scheduler "p-tree" deleted',
+        ):
+            assert line in out, out
+
+        # everything Terminating, each naming what holds it
+        expected = {
+            "p-leaf": ("Workloads", f"PodGroup {NAMESPACE}/train (1 live pods)"),
+            "p-team": ("ChildQueues", "child queue p-leaf"),
+            "p-mid": ("ChildQueues", "child queue p-team"),
+            "p-top": ("ChildQueues", "child queue p-mid"),
+        }
+
+        def held() -> bool:
+            for name, (reason, holder) in expected.items():
+                condition = _in_use(kube, QUEUES, name)
+                assert condition["reason"] == reason, condition
+                assert holder in condition["message"], condition
+            tree = _in_use(kube, TREES, "p-tree")
+            assert tree["reason"] == "Queues", tree
+            assert (
+                "queue p-leaf (held by PodGroup p-work/train (1 live pods))" in (tree["message"])
+            ), tree
+            return True
+
+        eventually(held, timeout=30)
+        tree = kube.get(TREES, "p-tree")
+        ready = next(c for c in tree["status"]["conditions"] if c["type"] == "Ready")
+        assert (ready["status"], ready["reason"]) == ("False", IN_USE), ready
+
+        def events() -> bool:
+            for name, (_, holder) in expected.items():
+                assert any(holder in m for m in _events(kube, name)), (name, _events(kube, name))
+            assert any("queue p-team" in m for m in _events(kube, "p-tree"))
+            return True
+
+        eventually(events, timeout=15)
+        # still there a while later: nothing is released while the workload runs
+        time.sleep(1.0)
+        held()
+    finally:
+        stop()
+
+    # the controller is gone (a restart, an upgrade): the state is in the objects
+    _end_workload(kube)
+    time.sleep(0.5)
+    assert _get(kube, QUEUES, "p-leaf") is not None  # nobody released it meanwhile
+    stop = _controller(kube)
+    try:
+        started = time.monotonic()
+        eventually(lambda: _all_gone(kube), timeout=GONE_WITHIN)
+        print(f"\nworkload ended -> every object gone {time.monotonic() - started:.2f} s")
+
+        # applying the directory again converges: the same objects, protected again
+        _kubectl(kubectl, kubeconfig, "apply", "-f", str(folder))
+        eventually(lambda: _protected(kube), timeout=30)
+        leaf = kube.get(QUEUES, "p-leaf")
+        assert leaf["spec"]["parentQueue"] == "p-team"
+        assert kube.get(QUEUES, "p-team")["spec"]["parentQueue"] == "p-mid"
+        # and with nothing running, a delete in any order is done at once
+        _kubectl(kubectl, kubeconfig, "delete", "-f", str(folder), "--wait=false")
+        eventually(lambda: _all_gone(kube), timeout=GONE_WITHIN)
+        _kubectl(kubectl, kubeconfig, "apply", "-f", str(folder))
+        eventually(lambda: _protected(kube), timeout=30)
+    finally:
+        stop()
