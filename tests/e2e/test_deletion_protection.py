@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 from e2e_helpers import both_servers
 
 from helpers.polling import eventually
@@ -29,12 +30,22 @@ from kai.kube.events import EventRecorder
 from kai.kube.resources import EVENTS, NAMESPACES, PODGROUPS, PODS, QUEUES
 from kai.kube.writes import create_if_absent
 from kai.reconcilers.gitops_controller import DOCUMENTS, ControllerOptions, start_controller
+from kai.sim.system import bootstrap
 
+ROOT = Path(__file__).resolve().parents[2]
 TREES = DOCUMENTS["QueueTree"]
 NAMESPACE = "p-work"
 RAW = ("p-top", "p-mid")
 COMPILED = ("p-team", "p-leaf")
-GONE_WITHIN = 30.0  # seconds from the end of the workload until every object is gone
+GONE_WITHIN = 30.0
+WRITES = (  # what the protection writes, as (verb, resource, subresource)
+    ("patch", "queues.scheduling.run.ai", ""),
+    ("patch", "queues.scheduling.run.ai", "status"),
+    ("patch", "queuetrees.gitops.kai.scheduler", ""),
+    ("update", "queuetrees.gitops.kai.scheduler", ""),
+    ("patch", "queuetrees.gitops.kai.scheduler", "status"),
+    ("create", "events", ""),
+)  # seconds from the end of the workload until every object is gone
 
 RESOURCES = """
   resources:
@@ -265,3 +276,77 @@ def test_delete_in_the_worst_order_then_apply_again(
         eventually(lambda: _protected(kube), timeout=30)
     finally:
         stop()
+
+
+def test_the_controllers_cluster_role_allows_the_protection(
+    real_cluster: Any, kubectl: str
+) -> None:
+    """The ClusterRole of manifests/rbac/controller.yaml (rendered from the chart) grants every
+    write of the protection: the finalizer of Queues and QueueTrees, the InUse condition, the
+    Event. Bound here to a ServiceAccount of the test's own, under a name of its own, so an
+    installation test on the same cluster never meets these objects."""
+    kubeconfig = str(real_cluster.kubeconfig)
+    kube = Kube.from_kubeconfig(kubeconfig)
+    try:
+        bootstrap(kube)  # the CRDs: can-i names their resources
+    finally:
+        kube.close()
+    manifests = list(yaml.safe_load_all((ROOT / "manifests/rbac/controller.yaml").read_text()))
+    role = next(m for m in manifests if m and m["kind"] == "ClusterRole")
+    name = "p-protection-check"
+    objects = [
+        {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}},
+        {
+            "apiVersion": "v1",
+            "kind": "ServiceAccount",
+            "metadata": {"name": name, "namespace": name},
+        },
+        {**role, "metadata": {"name": name}},
+        {
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "ClusterRoleBinding",
+            "metadata": {"name": name},
+            "roleRef": {
+                "apiGroup": "rbac.authorization.k8s.io",
+                "kind": "ClusterRole",
+                "name": name,
+            },
+            "subjects": [{"kind": "ServiceAccount", "name": name, "namespace": name}],
+        },
+    ]
+    stream = yaml.safe_dump_all(objects)
+    run = subprocess.run(
+        [kubectl, "--kubeconfig", kubeconfig, "apply", "-f", "-"],
+        input=stream,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert run.returncode == 0, run.stderr
+    try:
+        who = f"--as=system:serviceaccount:{name}:{name}"
+
+        def allowed(verb: str, resource: str, sub: str) -> bool:
+            args = ["auth", "can-i", verb, resource, who, "-n", "default"]
+            if sub:
+                args.append(f"--subresource={sub}")
+            answer = subprocess.run(
+                [kubectl, "--kubeconfig", kubeconfig, *args],
+                capture_output=True,
+                text=True,
+                timeout=60,
+            )
+            return answer.stdout.strip() == "yes"
+
+        # the first answer waits until the new binding reaches the authorizer's cache
+        eventually(lambda: allowed("get", "queues.scheduling.run.ai", ""), timeout=30)
+        for verb, resource, sub in WRITES:
+            assert allowed(verb, resource, sub), (verb, resource, sub)
+    finally:
+        subprocess.run(
+            [kubectl, "--kubeconfig", kubeconfig, "delete", "-f", "-", "--wait=false"],
+            input=stream,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
