@@ -13,6 +13,7 @@ bounded time, and applying the directory again converges.
 from __future__ import annotations
 
 import contextlib
+import shlex
 import subprocess
 import time
 from collections.abc import Callable, Iterator
@@ -88,6 +89,34 @@ def _clean(kube: Kube) -> None:
                 kube.delete(res, name)
     with contextlib.suppress(ApiError):
         kube.delete(NAMESPACES, NAMESPACE)
+
+
+def _documented(heading: str, command: str) -> list[tuple[list[str], str]]:
+    """The console commands of docs/gitops.md's section ``heading`` that start with
+    ``command``, each with the output the page shows for it."""
+    text = (ROOT / "docs" / "gitops.md").read_text()
+    section = text.split(f"### {heading}\n", 1)[1].split("\n### ", 1)[0]
+    found: list[tuple[list[str], str]] = []
+    for block in section.split("```console\n")[1:]:
+        lines = block.split("\n```", 1)[0].splitlines()
+        for i, line in enumerate(lines):
+            if line.startswith(f"$ {command}"):
+                out = []
+                for following in lines[i + 1 :]:
+                    if following.startswith("$ "):
+                        break
+                    out.append(following)
+                found.append((shlex.split(line[2:]), "\n".join(out)))
+    assert found, f"docs/gitops.md, {heading}: no `{command}` command"
+    return found
+
+
+def _run_documented(kubectl: str, kubeconfig: str, heading: str, command: str) -> None:
+    """Run them as the page shows them, and compare the output."""
+    for argv, expected in _documented(heading, command):
+        assert argv[0] == "kubectl", argv
+        out = _kubectl(kubectl, kubeconfig, *argv[1:])
+        assert out.strip() == expected.strip(), (argv, out, expected)
 
 
 def _kubectl(kubectl: str, kubeconfig: str, *args: str) -> str:
@@ -236,6 +265,13 @@ def test_delete_in_the_worst_order_then_apply_again(
             return True
 
         eventually(held, timeout=30)
+        # what docs/gitops.md shows for it
+        eventually(
+            lambda: (
+                _run_documented(kubectl, kubeconfig, "Deleting in any order", "kubectl get") is None
+            ),
+            timeout=15,
+        )
         tree = kube.get(TREES, "p-tree")
         ready = next(c for c in tree["status"]["conditions"] if c["type"] == "Ready")
         assert (ready["status"], ready["reason"]) == ("False", IN_USE), ready
@@ -350,3 +386,35 @@ def test_the_controllers_cluster_role_allows_the_protection(
             text=True,
             timeout=60,
         )
+
+
+def test_without_the_controller_the_documented_patch_releases(
+    api: tuple[str, Kube], kubectl: str, tmp_path: Path
+) -> None:
+    """The controller is gone: a protected Queue and QueueTree deleted stay Terminating; the
+    commands of docs/gitops.md take the finalizer off and they go."""
+    kubeconfig, kube = api
+    folder = tmp_path / "queues"
+    folder.mkdir()
+    for name, text in FILES.items():
+        (folder / name).write_text(text)
+    _kubectl(kubectl, kubeconfig, "apply", "-f", str(folder))
+    stop = _controller(kube)
+    try:
+        eventually(lambda: _protected(kube), timeout=30)
+    finally:
+        stop()
+    for name in ("1-top.yaml", "3-tree.yaml"):
+        _kubectl(kubectl, kubeconfig, "delete", "-f", str(folder / name), "--wait=false")
+    time.sleep(0.5)
+    for res, name in ((QUEUES, "p-top"), (TREES, "p-tree")):
+        obj = _get(kube, res, name)
+        assert obj is not None and obj["metadata"].get("deletionTimestamp"), name
+    _run_documented(kubectl, kubeconfig, "Deleting in any order", "kubectl patch")
+
+    def released() -> bool:
+        left = [n for r, n in ((QUEUES, "p-top"), (TREES, "p-tree")) if _get(kube, r, n)]
+        assert not left, left
+        return True
+
+    eventually(released, timeout=15)

@@ -21,8 +21,9 @@ from pathlib import Path
 import pytest
 
 from helpers.polling import eventually
+from kai.api.protection import FINALIZER
 from kai.kube.client import ApiError, Kube
-from kai.kube.resources import NAMESPACES, PODS
+from kai.kube.resources import NAMESPACES, PODS, QUEUES
 from kai.webhooks import registration
 from kai.webhooks.app import Options, WebhookApp, free_port
 
@@ -223,9 +224,17 @@ def test_queue_deletion_in_use_is_accepted_with_a_warning(examples: Env) -> None
     pod = _pod("wh-running", "elsewhere", labels={"kai.scheduler/queue": "wh-child"})
     env.kube.create(PODS, pod)
     env.kube.patch(PODS, "wh-running", {"status": {"phase": "Running"}}, "elsewhere", sub="status")
-    busy = env.run("delete", "queue", "wh-child")
+    # with kai controller's finalizer on it (as the controller puts it), the output of
+    # docs/webhooks.md; the Queue then stays Terminating until the finalizer is taken off
+    env.kube.patch(QUEUES, "wh-child", {"metadata": {"finalizers": [FINALIZER]}})
+    busy = env.run("delete", "queue", "wh-child", "--wait=false")
     assert busy.returncode == 0, busy.stderr
-    assert "Pod/elsewhere/wh-running" in busy.stderr, busy.stderr
+    documented = (ROOT / "docs" / "webhooks.md").read_text()
+    shown = re.search(r"\n(Warning: Queue/wh-child: .*)\n", documented)
+    assert shown is not None
+    assert shown[1] in busy.stderr, busy.stderr
+    assert env.kube.get(QUEUES, "wh-child")["metadata"].get("deletionTimestamp")
+    env.ok("patch", "queue", "wh-child", "--type=merge", "-p", '{"metadata":{"finalizers":null}}')
     env.ok("delete", "queue", "wh-parent")
     env.kube.delete(PODS, "wh-running", "elsewhere", grace_period_seconds=0)
 
