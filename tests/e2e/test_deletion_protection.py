@@ -30,7 +30,12 @@ from kai.kube.client import ApiError, Kube, Resource
 from kai.kube.events import EventRecorder
 from kai.kube.resources import EVENTS, NAMESPACES, PODGROUPS, PODS, QUEUES
 from kai.kube.writes import create_if_absent
-from kai.reconcilers.gitops_controller import DOCUMENTS, ControllerOptions, start_controller
+from kai.reconcilers.gitops_controller import (
+    DOCUMENTS,
+    ControllerOptions,
+    GitOpsController,
+    start_controller,
+)
 from kai.sim.system import bootstrap
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -127,7 +132,7 @@ def _kubectl(kubectl: str, kubeconfig: str, *args: str) -> str:
     return run.stdout + run.stderr
 
 
-def _controller(kube: Kube) -> Callable[[], None]:
+def _controller(kube: Kube) -> tuple[GitOpsController, Callable[[], None]]:
     recorder = EventRecorder(kube, "kai-controller").start()
     controller, informers = start_controller(
         kube, recorder, ControllerOptions(resync=5, blocked_recheck=0.3)
@@ -138,7 +143,7 @@ def _controller(kube: Kube) -> Callable[[], None]:
         informers.stop()
         recorder.stop()
 
-    return stop
+    return controller, stop
 
 
 def _get(kube: Kube, res: Resource, name: str) -> dict[str, Any] | None:
@@ -230,7 +235,7 @@ def test_delete_in_the_worst_order_then_apply_again(
         (folder / name).write_text(text)
     _kubectl(kubectl, kubeconfig, "apply", "-f", str(folder))
     _start_workload(kube)
-    stop = _controller(kube)
+    controller, stop = _controller(kube)
     try:
         # every Queue (written directly or compiled) and the QueueTree carry the finalizer
         eventually(lambda: _protected(kube), timeout=30)
@@ -265,6 +270,13 @@ def test_delete_in_the_worst_order_then_apply_again(
             return True
 
         eventually(held, timeout=30)
+        eventually(
+            lambda: (
+                controller.m_held.value({"kind": "Queue"}) == len(expected)
+                and controller.m_held.value({"kind": "QueueTree"}) == 1
+            ),
+            timeout=10,
+        )
         # what docs/gitops.md shows for it
         eventually(
             lambda: (
@@ -293,7 +305,7 @@ def test_delete_in_the_worst_order_then_apply_again(
     _end_workload(kube)
     time.sleep(0.5)
     assert _get(kube, QUEUES, "p-leaf") is not None  # nobody released it meanwhile
-    stop = _controller(kube)
+    _, stop = _controller(kube)
     try:
         started = time.monotonic()
         eventually(lambda: _all_gone(kube), timeout=GONE_WITHIN)
@@ -399,7 +411,7 @@ def test_without_the_controller_the_documented_patch_releases(
     for name, text in FILES.items():
         (folder / name).write_text(text)
     _kubectl(kubectl, kubeconfig, "apply", "-f", str(folder))
-    stop = _controller(kube)
+    _, stop = _controller(kube)
     try:
         eventually(lambda: _protected(kube), timeout=30)
     finally:

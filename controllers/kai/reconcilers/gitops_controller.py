@@ -157,6 +157,11 @@ class GitOpsController:
         self.m_blocked = self.registry.gauge(
             "kai_controller_prune_blocked_queues", "Queues kept because something holds them"
         )
+        self.m_held = self.registry.gauge(
+            "kai_controller_deletions_held",
+            "Terminating objects kept by the in-use finalizer because something holds them",
+            ("kind",),
+        )
         self._stop = threading.Event()
         self._resync: threading.Thread | None = None
         for kind in (*DOCUMENTS, "Queue", "Topology", "ConfigMap"):
@@ -231,6 +236,12 @@ class GitOpsController:
         self._write_status(documents, result, failures)
         protection = self.protector.reconcile(inf["Queue"].items(), inf["QueueTree"].items())
         self.held = protection.queues
+        self.m_held.replace(
+            {
+                ("Queue",): float(len(protection.queues)),
+                ("QueueTree",): float(len(protection.trees)),
+            }
+        )
         self.m_reconciles.inc(labels={"result": "error" if failures else "ok"})
         states = [o.state for o in result.outcomes.values()]
         self.m_documents.replace(
