@@ -16,6 +16,7 @@ import contextlib
 import shlex
 import subprocess
 import time
+import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -37,6 +38,7 @@ from kai.reconcilers.gitops_controller import (
     start_controller,
 )
 from kai.sim.system import bootstrap
+from kai.webhooks.app import Options, WebhookApp, free_port
 
 ROOT = Path(__file__).resolve().parents[2]
 TREES = DOCUMENTS["QueueTree"]
@@ -184,6 +186,27 @@ def _in_use(kube: Kube, res: Resource, name: str) -> dict[str, Any]:
     return dict(conditions[IN_USE])
 
 
+# what holds each object while the workload runs: (condition reason, a holder in the message)
+HELD = {
+    "p-leaf": ("Workloads", f"PodGroup {NAMESPACE}/train (1 live pods)"),
+    "p-team": ("ChildQueues", "child queue p-leaf"),
+    "p-mid": ("ChildQueues", "child queue p-team"),
+    "p-top": ("ChildQueues", "child queue p-mid"),
+}
+
+
+def _held(kube: Kube) -> bool:
+    """Every object Terminating, with the InUse condition naming what holds it."""
+    for name, (reason, holder) in HELD.items():
+        condition = _in_use(kube, QUEUES, name)
+        assert condition["reason"] == reason, condition
+        assert holder in condition["message"], condition
+    tree = _in_use(kube, TREES, "p-tree")
+    assert tree["reason"] == "Queues", tree
+    assert f"queue p-leaf (held by PodGroup {NAMESPACE}/train (1 live pods))" in tree["message"]
+    return True
+
+
 def _events(kube: Kube, name: str) -> list[str]:
     return [
         e["message"]
@@ -198,10 +221,20 @@ def _all_gone(kube: Kube) -> bool:
     return True
 
 
-def _start_workload(kube: Kube) -> None:
+def _namespace_ready(kube: Kube) -> bool:
+    """The workload's namespace exists and is not Terminating (a previous test's cleanup on
+    the same real cluster may still be deleting it)."""
+    current = _get(kube, NAMESPACES, NAMESPACE)
+    if current is not None:
+        return not current["metadata"].get("deletionTimestamp")
     create_if_absent(
         kube, NAMESPACES, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}}
     )
+    return True
+
+
+def _start_workload(kube: Kube) -> None:
+    eventually(lambda: _namespace_ready(kube), timeout=60)
     kube.create(
         PODGROUPS,
         {
@@ -257,26 +290,8 @@ def test_delete_in_the_worst_order_then_apply_again(
             assert line in out, out
 
         # everything Terminating, each naming what holds it
-        expected = {
-            "p-leaf": ("Workloads", f"PodGroup {NAMESPACE}/train (1 live pods)"),
-            "p-team": ("ChildQueues", "child queue p-leaf"),
-            "p-mid": ("ChildQueues", "child queue p-team"),
-            "p-top": ("ChildQueues", "child queue p-mid"),
-        }
-
-        def held() -> bool:
-            for name, (reason, holder) in expected.items():
-                condition = _in_use(kube, QUEUES, name)
-                assert condition["reason"] == reason, condition
-                assert holder in condition["message"], condition
-            tree = _in_use(kube, TREES, "p-tree")
-            assert tree["reason"] == "Queues", tree
-            assert (
-                "queue p-leaf (held by PodGroup p-work/train (1 live pods))" in (tree["message"])
-            ), tree
-            return True
-
-        eventually(held, timeout=30)
+        expected = HELD
+        eventually(lambda: _held(kube), timeout=30)
         eventually(
             lambda: (
                 controller.m_held.value({"kind": "Queue"}) == len(expected)
@@ -304,7 +319,7 @@ def test_delete_in_the_worst_order_then_apply_again(
         eventually(events, timeout=15)
         # still there a while later: nothing is released while the workload runs
         time.sleep(1.0)
-        held()
+        _held(kube)
     finally:
         stop()
 
@@ -437,3 +452,57 @@ def test_without_the_controller_the_documented_patch_releases(
         return True
 
     eventually(released, timeout=15)
+
+
+def test_worst_order_through_the_admission_webhook(
+    real_cluster: Any, kubectl: str, tmp_path: Path
+) -> None:
+    """The same delete with `kai webhook` registered with the real API server (as installed
+    by default): the webhook accepts every delete, each with a warning naming what still uses
+    the queue, and lets every write of the controller's protection through."""
+    kubeconfig = str(real_cluster.kubeconfig)
+    kube = Kube.from_kubeconfig(kubeconfig)
+    bootstrap(kube)
+    create_if_absent(
+        kube,
+        NAMESPACES,
+        {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "kai-scheduler"}},
+    )
+    port = free_port()
+    app = WebhookApp(
+        kube,
+        Options(
+            port=port,
+            host="127.0.0.1",
+            self_register=f"https://127.0.0.1:{port}",
+            cert_secret=f"kai-webhook-certs-{uuid.uuid4().hex[:6]}",
+            publish_delay=1.0,
+        ),
+    ).start()
+    stop: Callable[[], None] | None = None
+    try:
+        folder = tmp_path / "queues"
+        folder.mkdir()
+        for name, text in FILES.items():
+            (folder / name).write_text(text)
+        _kubectl(kubectl, kubeconfig, "apply", "-f", str(folder))
+        _, stop = _controller(kube)
+        eventually(lambda: _protected(kube), timeout=30)
+        _start_workload(kube)  # the PodGroup webhook wants its queue to exist: it does now
+        out = _kubectl(kubectl, kubeconfig, "delete", "-f", str(folder), "--wait=false")
+        for warning in (
+            "Warning: Queue/p-top: queue 'p-top' still has child queues: p-mid; "
+            f"it stays Terminating (finalizer {FINALIZER}) until they are gone",
+            "Warning: QueueTree/p-tree: queue 'p-leaf' still has 1 workloads: "
+            f"PodGroup/{NAMESPACE}/train",
+        ):
+            assert warning in out, out
+        eventually(lambda: _held(kube), timeout=30)
+        _end_workload(kube)
+        eventually(lambda: _all_gone(kube), timeout=GONE_WITHIN)
+    finally:
+        if stop is not None:
+            stop()
+        app.stop()
+        _clean(kube)
+        kube.close()
