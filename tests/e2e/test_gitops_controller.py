@@ -47,12 +47,16 @@ def api(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[tuple[str, K
 
 
 def _clean(kube: Kube) -> None:
-    """Leave the session's real cluster as we found it."""
-    for res in DOCUMENTS.values():
-        for doc in kube.list(res).get("items") or []:
-            kube.delete(res, doc["metadata"]["name"])
-    for queue in kube.list(QUEUES).get("items") or []:
-        kube.delete(QUEUES, queue["metadata"]["name"])
+    """Leave the session's real cluster as we found it: the controller is stopped, so its
+    in-use finalizers are taken off first (nothing would remove them any more)."""
+    for res in (*DOCUMENTS.values(), QUEUES):
+        for obj in kube.list(res).get("items") or []:
+            name = obj["metadata"]["name"]
+            if obj["metadata"].get("finalizers"):
+                with contextlib.suppress(ApiError):
+                    kube.patch(res, name, {"metadata": {"finalizers": None}})
+            with contextlib.suppress(ApiError):
+                kube.delete(res, name)
     for topology in kube.list(TOPOLOGIES).get("items") or []:
         if SOURCE in (topology["metadata"].get("annotations") or {}):
             kube.delete(TOPOLOGIES, topology["metadata"]["name"])

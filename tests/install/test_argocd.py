@@ -85,6 +85,12 @@ def test_policy_health(kind: str) -> None:
         "Progressing",
         "Waiting for the Ready condition",
     )
+    # being deleted while its queues are in use: the delete is under way, not a failure
+    in_use = _condition("InUse", "True", "being deleted; waits until its queues are gone: ...")
+    assert health(_policy(6, 6, _condition("Ready", "False", reason="InUse"), in_use)) == (
+        "Progressing",
+        "being deleted; waits until its queues are gone: ...",
+    )
 
 
 #: a QueueTree as `kai controller` left it on a real API server (examples/gitops applied)
@@ -153,6 +159,11 @@ def test_queue_health() -> None:
     assert health({"metadata": {"name": "q"}, "status": {"conditions": [over]}}) == (
         "Healthy",
         "using 12 GPUs above its quota of 8",
+    )
+    held = _condition("InUse", "True", "being deleted; waits until nothing uses it: held by ...")
+    assert health({"metadata": {"name": "q"}, "status": {"conditions": [over, held]}}) == (
+        "Progressing",
+        "being deleted; waits until nothing uses it: held by ...",
     )
 
 

@@ -7,6 +7,7 @@ import copy
 import pytest
 from fakes import FakeCluster, example_objects, request
 
+from kai.api.protection import FINALIZER
 from kai.webhooks.policies import PolicyValidator
 
 
@@ -104,20 +105,30 @@ def test_compiled_queues_are_left_to_their_document(objects: list[dict]) -> None
     assert PolicyValidator(cluster)(request(tree, "UPDATE")).allowed
 
 
-def test_deleting_a_queue_with_children_or_workloads_is_refused(objects: list[dict]) -> None:
+def test_deleting_a_queue_in_use_is_accepted_with_warnings(objects: list[dict]) -> None:
+    """Any order of deletes is accepted (kubectl delete -f DIR, an Argo CD prune): what still
+    uses the queue is a warning; kai controller's finalizer holds the object meanwhile."""
     cluster = FakeCluster(objects)
     validator = PolicyValidator(cluster)
-    departments = _named(objects, "QueueTree", "departments")
-    refused = validator(request(None, "DELETE", old=departments))
-    assert not refused.allowed
-    assert "queue 'research' still has child queues: foundation-models, nlp, rl, vision" in (
-        refused.message
-    )
+    departments = copy.deepcopy(_named(objects, "QueueTree", "departments"))
+    departments["metadata"]["finalizers"] = [FINALIZER]
+    held = validator(request(None, "DELETE", old=departments))
+    assert held.allowed, held.message
+    assert any(
+        "queue 'research' still has child queues: foundation-models, nlp, rl, vision" in w
+        and f"stays Terminating (finalizer {FINALIZER})" in w
+        for w in held.warnings
+    ), held.warnings
     default = _named(objects, "Queue", "default-queue")
-    assert validator(request(None, "DELETE", old=default)).allowed
+    free = validator(request(None, "DELETE", old=default))
+    assert free.allowed and not free.warnings
     cluster.workloads["default-queue"] = ["Pod/ns/running-0"]
     busy = validator(request(None, "DELETE", old=default))
-    assert not busy.allowed and "1 workloads: Pod/ns/running-0" in busy.message
+    assert busy.allowed
+    assert busy.warnings == [
+        "Queue/default-queue: queue 'default-queue' still has 1 workloads: Pod/ns/running-0; "
+        "they are left without their queue"
+    ]
     # a parent Queue with a child Queue
     parent = {
         "apiVersion": "scheduling.run.ai/v2",
@@ -128,4 +139,5 @@ def test_deleting_a_queue_with_children_or_workloads_is_refused(objects: list[di
     child = copy.deepcopy(parent)
     child["metadata"]["name"], child["spec"]["parentQueue"] = "leaf", "top"
     cluster.objects += [parent, child]
-    assert "child queues: leaf" in validator(request(None, "DELETE", old=parent)).message
+    verdict = validator(request(None, "DELETE", old=parent))
+    assert verdict.allowed and any("child queues: leaf" in w for w in verdict.warnings)

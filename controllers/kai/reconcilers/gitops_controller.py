@@ -12,7 +12,11 @@ makes the cluster match it. Failures come back after a rate-limited back-off; ev
   of the controller (label and source annotation), with the UID and resourceVersion read as
   preconditions, so a Queue changed or re-created meanwhile is not deleted.
 - A Queue that still has child Queues, PodGroups with a live pod, or live pods labelled for it
-  is kept, and its document reports ``PruneBlocked`` naming what holds it.
+  is kept, and its document reports ``PruneBlocked`` naming what holds it. A Queue whose
+  documents are all deleted (or Terminating) is deleted at once: its finalizer holds it.
+- In-use protection (:mod:`kai.reconcilers.protection`): every Queue and QueueTree carries the
+  finalizer ``kai.scheduler/queue-in-use-protection``; a Terminating one is released when
+  nothing holds it, and reports ``InUse`` meanwhile. A Terminating document counts as deleted.
 - Status on every document (status subresource): ``observedGeneration``, conditions
   ``Ready`` / ``Applied`` / ``Invalid`` / ``PruneBlocked`` and the objects produced; Events for
   every create, update, prune and refusal.
@@ -29,6 +33,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from kai.api.protection import FINALIZER
 from kai.gitops.cluster_plan import DocumentOutcome, Plan, document_key, owner_documents, plan
 from kai.kube.client import ApiError, Kube, KubeError, Resource
 from kai.kube.events import EventRecorder
@@ -38,6 +43,7 @@ from kai.kube.workqueue import WorkQueue
 from kai.kube.writes import with_retries
 from kai.metrics import Registry
 from kai.reconcilers.group_by_owner import group_of
+from kai.reconcilers.protection import Protector, deleting
 
 log = logging.getLogger("kai.controller")
 
@@ -98,6 +104,8 @@ def _meaningful_change(etype: str, obj: dict[str, Any], old: dict[str, Any] | No
         or md.get("labels") != omd.get("labels")
         or md.get("annotations") != omd.get("annotations")
         or md.get("generation") != omd.get("generation")
+        or md.get("deletionTimestamp") != omd.get("deletionTimestamp")
+        or md.get("finalizers") != omd.get("finalizers")
     )
 
 
@@ -133,6 +141,8 @@ class GitOpsController:
         self.is_leader = is_leader or (lambda: True)
         self.queue = WorkQueue("controller", self._process, workers=1, base=0.2, cap=30.0)
         self.blocked: dict[str, list[str]] = {}  # queue name -> what holds it
+        self.held: dict[str, list[str]] = {}  # Terminating queue -> what holds it
+        self.protector = Protector(kube, recorder, self._queue_holders, DOCUMENTS["QueueTree"])
         self.last_plan: Plan | None = None
         self.registry = registry or Registry()
         self.m_reconciles = self.registry.counter(
@@ -146,6 +156,11 @@ class GitOpsController:
         )
         self.m_blocked = self.registry.gauge(
             "kai_controller_prune_blocked_queues", "Queues kept because something holds them"
+        )
+        self.m_held = self.registry.gauge(
+            "kai_controller_deletions_held",
+            "Terminating objects kept by the in-use finalizer because something holds them",
+            ("kind",),
         )
         self._stop = threading.Event()
         self._resync: threading.Thread | None = None
@@ -177,7 +192,8 @@ class GitOpsController:
             self.queue.add(KEY)
 
     def _on_podgroup(self, etype: str, obj: dict[str, Any], old: dict[str, Any] | None) -> None:
-        if self.blocked and (obj.get("spec") or {}).get("queue") in self.blocked:
+        queue = (obj.get("spec") or {}).get("queue")
+        if queue in self.blocked or queue in self.held:
             self.queue.add(KEY)
 
     def synced(self) -> bool:
@@ -190,7 +206,8 @@ class GitOpsController:
             self.queue.add_after(KEY, 1.0)
             return True
         inf = self.informers
-        documents = [d for kind in DOCUMENTS for d in inf[kind].items()]
+        # a Terminating document counts as deleted: what it produced is pruned
+        documents = [d for kind in DOCUMENTS for d in inf[kind].items() if not deleting(d)]
         configmap = inf["ConfigMap"].get("kai-scheduler-config", self.options.namespace)
         result = plan(
             documents,
@@ -217,13 +234,21 @@ class GitOpsController:
         blocked = self._prune(result.prune, result.outcomes)
         self.blocked = blocked
         self._write_status(documents, result, failures)
+        protection = self.protector.reconcile(inf["Queue"].items(), inf["QueueTree"].items())
+        self.held = protection.queues
+        self.m_held.replace(
+            {
+                ("Queue",): float(len(protection.queues)),
+                ("QueueTree",): float(len(protection.trees)),
+            }
+        )
         self.m_reconciles.inc(labels={"result": "error" if failures else "ok"})
         states = [o.state for o in result.outcomes.values()]
         self.m_documents.replace(
             {(s,): float(states.count(s)) for s in ("applied", "invalid", "refused")}
         )
         self.m_blocked.set(len(blocked))
-        if blocked:
+        if blocked or protection.waiting:
             self.queue.add_after(KEY, self.options.blocked_recheck)
         return not failures
 
@@ -241,8 +266,12 @@ class GitOpsController:
         res = PRODUCED[obj["kind"]]
         md = obj["metadata"]
         current = self.informers[obj["kind"]].get(md["name"], md.get("namespace") or "")
+        if current is not None and deleting(current):
+            return  # it goes once nothing holds it; the next round creates it again
         if not _differs(current, obj):
             return
+        if obj["kind"] == "Queue":  # protected from its first moment
+            obj = {**obj, "metadata": {**md, "finalizers": [FINALIZER]}}
         with_retries(
             lambda: self.kube.request(
                 "PATCH",
@@ -266,7 +295,9 @@ class GitOpsController:
         blocked: dict[str, list[str]] = {}
         for obj in objects:
             md = obj["metadata"]
-            if obj["kind"] == "Queue":
+            if deleting(obj):
+                continue  # deleted already: its finalizer decides when it goes
+            if obj["kind"] == "Queue" and self._has_live_owner(obj):
                 holders = self._queue_holders(md["name"])
                 if holders:
                     blocked[md["name"]] = holders
@@ -287,6 +318,16 @@ class GitOpsController:
                 owner_documents(obj) or [], "Normal", "Pruned", f"Pruned {obj['kind']} {md['name']}"
             )
         return blocked
+
+    def _has_live_owner(self, obj: dict[str, Any]) -> bool:
+        """A document of the object still exists and is not Terminating: the object is kept
+        (not deleted) while it is in use, so the document can take it back at once. Without
+        such a document it is deleted and waits on its finalizer."""
+        for key in owner_documents(obj) or []:
+            doc = self._document(key)
+            if doc is not None and not deleting(doc):
+                return True
+        return False
 
     def _delete(self, obj: dict[str, Any]) -> None:
         res = PRODUCED[obj["kind"]]
@@ -345,15 +386,6 @@ class GitOpsController:
                         f"queue {name} is kept: held by "
                         + ", ".join(self.blocked[name][:MAX_HOLDERS])
                     )
-        orphans = [
-            o for o in result.prune if not any(self._document(k) for k in owner_documents(o) or [])
-        ]
-        for obj in orphans:
-            name = obj["metadata"]["name"]
-            if obj["kind"] == "Queue" and name in self.blocked:
-                log.warning(
-                    "queue %s (its document is gone) is kept: held by %s", name, self.blocked[name]
-                )
         for doc in documents:
             key = document_key(doc)
             outcome = result.outcomes.get(key)

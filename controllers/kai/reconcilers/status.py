@@ -22,6 +22,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from kai.api.gpu_request import queue_gpus
+from kai.api.protection import IN_USE
 from kai.kube.client import Kube, KubeError
 from kai.kube.resources import PODGROUPS, QUEUES
 from kai.kube.writes import patch_if_changed
@@ -159,6 +160,12 @@ class StatusWriter:
             # the conditions this writer owns: Orphan (when cut off from the tree) and the
             # time-based fairshare state (when a usage source is configured)
             conditions = orphan_conditions(queue, orphans.get(name), now) or []
+            # kai controller's InUse (a Terminating queue still held) is not this writer's
+            conditions += [
+                dict(c)
+                for c in (queue.get("status") or {}).get("conditions") or []
+                if c.get("type") == IN_USE
+            ]
             if condition is not None:
                 conditions.append(_transitioned(queue, condition))
             status["conditions"] = conditions or None

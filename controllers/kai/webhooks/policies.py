@@ -15,8 +15,10 @@ Deviations from ``kai validate`` (see docs/webhooks.md):
 - ``parent-exists`` is a warning at admission: the API server admits objects one by one, in an
   order nobody controls (``kubectl apply -f dir/`` goes by file name, Argo CD by kind), so a
   child applied just before its parent must not fail. KAI itself accepts orphan queues.
-- Deleting a queue (a Queue, or a QueueTree holding it) that still has child queues or
-  workloads is refused.
+- Deleting is never refused, in any order (``kubectl delete -f dir/``, an Argo CD prune): a
+  Queue or QueueTree that still has child queues or workloads gets a warning naming them, and
+  ``kai controller``'s finalizer (:data:`kai.api.protection.FINALIZER`) keeps it Terminating
+  until they are gone.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ import re
 from dataclasses import replace
 from typing import Any
 
+from kai.api.protection import FINALIZER
 from kai.gitops.loader import Document, LoadResult
 from kai.gitops.problems import Problem
 from kai.gitops.validate import validate
@@ -92,11 +95,7 @@ class PolicyValidator:
         cluster = [o for o in everything if not compiled(o)]
         verdict = Verdict()
         if req.operation == "DELETE":
-            refusal = self._delete(req, everything)
-            if refusal:
-                return Verdict.deny(refusal)
-            if compiled(subject):
-                return verdict
+            return Verdict(warnings=self._delete(req, everything))
         key = _key(subject)
         others = [o for o in cluster if _key(o) != key]
         stored = next((o for o in cluster if _key(o) == key), None)
@@ -132,14 +131,16 @@ class PolicyValidator:
         return [_admission_severity(p, kai_queue) for p in report.problems]
 
     # -- deletion ------------------------------------------------------------------------
-    def _delete(self, req: Request, everything: list[dict[str, Any]]) -> str | None:
+    def _delete(self, req: Request, everything: list[dict[str, Any]]) -> list[str]:
+        """Warnings naming what still uses the queues being deleted (the delete itself is
+        accepted: the finalizer holds the object while they exist)."""
         old = req.old_object or {}
         if req.kind == "Queue":
             names = [str((old.get("metadata") or {}).get("name") or req.name)]
         elif req.kind == "QueueTree":
             names = _tree_queues(old)
         else:
-            return None
+            return []
         own = set(names)
         children: dict[str, list[str]] = {}
         for obj in everything:
@@ -158,12 +159,14 @@ class PolicyValidator:
                 shown = ", ".join(workloads[:5]) + (" ..." if len(workloads) > 5 else "")
                 problems.append(f"queue {name!r} still has {len(workloads)} workloads: {shown}")
         if not problems:
-            return None
-        return (
-            f"{req.kind}/{req.name}: cannot be deleted: "
-            + "; ".join(problems)
-            + ". Move or delete the child queues and workloads first."
+            return []
+        protected = FINALIZER in ((old.get("metadata") or {}).get("finalizers") or [])
+        then = (
+            f"it stays Terminating (finalizer {FINALIZER}) until they are gone"
+            if protected
+            else "they are left without their queue"
         )
+        return [f"{req.kind}/{req.name}: {problem}; {then}" for problem in problems]
 
 
 def _admission_severity(p: Problem, kai_queue: bool) -> Problem:
