@@ -77,7 +77,13 @@ class Verdict:
 
 
 #: what a field of the request must be (the API server always sends these types)
-_TYPE_NAMES = {str: "a string", dict: "a mapping", list: "a list", bool: "a boolean"}
+_TYPE_NAMES = {
+    str: "a string",
+    dict: "a mapping",
+    list: "a list",
+    bool: "a boolean",
+    int: "an integer",
+}
 
 #: ``request`` fields and their type (null is accepted as absent)
 _REQUEST_FIELDS: dict[str, type] = {
@@ -143,7 +149,46 @@ _POD: dict[str, Any] = {
     },
     "status": dict,
 }
-_OBJECT: dict[str, Any] = {"apiVersion": str, "kind": str, "metadata": _META}
+_TOPOLOGY_CONSTRAINT: dict[str, Any] = {
+    "topology": str,
+    "requiredTopologyLevel": str,
+    "preferredTopologyLevel": str,
+}
+_POD_GROUP: dict[str, Any] = {
+    "apiVersion": str,
+    "kind": str,
+    "metadata": _META,
+    "spec": {
+        "minMember": int,
+        "minSubGroup": int,
+        "queue": str,
+        "priorityClassName": str,
+        "topologyConstraint": _TOPOLOGY_CONSTRAINT,
+        "subGroups": [
+            {
+                "name": str,
+                "parent": str,
+                "minMember": int,
+                "minSubGroup": int,
+                "topologyConstraint": _TOPOLOGY_CONSTRAINT,
+            }
+        ],
+    },
+    "status": dict,
+}
+#: every other kind the webhooks see (kai's CRDs): a spec and a status are mappings
+_OBJECT: dict[str, Any] = {
+    "apiVersion": str,
+    "kind": str,
+    "metadata": _META,
+    "spec": dict,
+    "status": dict,
+}
+#: (group, kind) -> the shape of its objects
+_SHAPES: dict[tuple[str, str], dict[str, Any]] = {
+    ("", "Pod"): _POD,
+    ("scheduling.run.ai", "PodGroup"): _POD_GROUP,
+}
 
 
 def _check(value: Any, shape: Any, where: str) -> None:
@@ -204,7 +249,7 @@ def parse(body: bytes) -> Request:
         )
     kind = req.get("kind") or {}
     _check(kind, {"group": str, "version": str, "kind": str}, "request.kind")
-    shape = _POD if kind.get("kind") == "Pod" and not kind.get("group") else _OBJECT
+    shape = _SHAPES.get((kind.get("group") or "", kind.get("kind") or ""), _OBJECT)
     obj, old = req.get("object"), req.get("oldObject")
     _check(obj, shape, "request.object")
     _check(old, shape, "request.oldObject")

@@ -308,6 +308,7 @@ class Admission:
         webhook, handler, _inline = route
         try:
             request = parse(body)
+            _check_kind(webhook, handler, request)
         except ReviewError as exc:
             self.metrics.observe(webhook, "error", (time.perf_counter() - start) * 1000)
             return 400, f"{_printable(str(exc))}\n".encode(), "text/plain"
@@ -325,9 +326,10 @@ class Admission:
         route = self.routes.get(target.split("?", 1)[0])
         if route is None or route[2] is None:
             return None
-        webhook, _handler, inline = route
+        webhook, handler, inline = route
         try:
             request = parse(body)
+            _check_kind(webhook, handler, request)
         except ReviewError:
             return None  # answer() says why, and counts it
         try:
@@ -380,6 +382,16 @@ class Admission:
                 verdict.message,
             )
         return 200, data, "application/json"
+
+
+def _check_kind(webhook: str, handler: Handler, request: Request) -> None:
+    """ReviewError when the handler declares the kinds it reviews and this is not one: the
+    API server sends a webhook only what its registration's rules select."""
+    kinds = getattr(handler, "kinds", None)
+    if kinds is not None and (request.group, request.kind) not in kinds:
+        wanted = ", ".join(sorted(f"{g}/{k}" if g else k for g, k in kinds))
+        got = f"{request.group}/{request.kind}" if request.group else request.kind
+        raise ReviewError(f"the webhook {webhook} reviews {wanted}, not {_printable(got, 80)!r}")
 
 
 def _safe_label(request: Request) -> str:
