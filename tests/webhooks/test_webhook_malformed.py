@@ -142,7 +142,9 @@ JSON = st.recursive(
     | st.integers(-(2**40), 2**40)
     | st.floats(allow_nan=False, allow_infinity=False)
     | st.text(max_size=12),
-    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner, max_size=4),
+    lambda inner: (
+        st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner, max_size=4)
+    ),
     max_leaves=12,
 )
 

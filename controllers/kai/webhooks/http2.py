@@ -66,7 +66,7 @@ from h2.exceptions import ProtocolError, StreamClosedError
 from h2.settings import SettingCodes, Settings
 from hyperframe.frame import GoAwayFrame
 
-from kai.webhooks.server import SMALL_BODY
+from kai.webhooks.server import PRESSURE_RELIEF, SMALL_BODY
 
 if TYPE_CHECKING:
     from kai.webhooks.server import AdmissionServer
@@ -101,13 +101,13 @@ _CONFIG = {
 
 
 class _Stream:
-    __slots__ = ("body", "method", "opened", "path", "unacked")
+    __slots__ = ("body", "method", "moved", "opened", "path", "unacked")
 
     def __init__(self, method: bytes, path: bytes) -> None:
         self.method = method
         self.path = path
         self.body = bytearray()
-        self.opened = time.monotonic()
+        self.opened = self.moved = time.monotonic()  # opened, and its body last progressed
         self.unacked = 0  # body bytes not yet given back to the stream's window
 
 
@@ -341,7 +341,9 @@ class _Connection:
             with contextlib.suppress(StreamClosedError, ProtocolError):
                 self.h2.reset_stream(stream_id, error_code=ErrorCodes.NO_ERROR)
             return
-        if not self.server.budget.take(len(data), small=size <= SMALL_BODY):
+        # the reserve is for small bodies on connections that are not holding much of them
+        small = size <= SMALL_BODY and self.buffered - self._in_flight_bytes() <= SMALL_BODY
+        if not self.server.budget.take(len(data), small=small):
             del self.streams[stream_id]
             self._release(len(stream.body))
             self.unacked += len(data)
@@ -350,6 +352,7 @@ class _Connection:
                 self.h2.reset_stream(stream_id, error_code=ErrorCodes.REFUSED_STREAM)
             return
         stream.body += data
+        stream.moved = time.monotonic()
         self.buffered += len(data)
         # the stream's window is given back as its body comes (the connection's bounds what
         # all streams hold); the connection's only when the body is answered (_release)
@@ -372,10 +375,19 @@ class _Connection:
             self.h2.increment_flow_control_window(self.unacked)
             self.unacked = 0
 
+    def _in_flight_bytes(self) -> int:
+        return sum(self.in_flight.values()) if self.in_flight else 0
+
     def _expire(self, now: float) -> None:
-        """Reset the streams whose request is not complete within request_timeout."""
+        """Reset the streams whose request is not complete within request_timeout; while the
+        process's budget refuses bodies, also those whose body stalled (PRESSURE_RELIEF)."""
         late = now - self.limits.request_timeout
-        expired = [sid for sid, stream in self.streams.items() if stream.opened < late]
+        stalled = now - PRESSURE_RELIEF if self.server.budget.pressed(now) else -1.0
+        expired = [
+            sid
+            for sid, stream in self.streams.items()
+            if stream.opened < late or (stream.body and stream.moved < stalled)
+        ]
         for stream_id in expired:
             stream = self.streams.pop(stream_id)
             self._release(len(stream.body))

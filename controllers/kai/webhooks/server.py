@@ -79,6 +79,9 @@ MAX_BODY = 8 * MIB
 IDLE_TIMEOUT = 60.0  # a kept-alive connection with no request for this long is closed
 #: a body this small may use the process budget's reserve (a pod's review is a few KiB)
 SMALL_BODY = 256 * 1024
+#: while the budget refuses bodies, and for this long after, an HTTP/2 stream whose body has
+#: not progressed for this long is reset to make room (a stalled body is an attacker's)
+PRESSURE_RELIEF = 1.0
 #: how long an HTTP/1.1 request head may be, and a header line
 MAX_HEAD = 64 * 1024
 
@@ -133,6 +136,7 @@ class Budget:
         self.limit = limit
         self.reserve = reserve
         self.used = 0
+        self.pressed_at = -1e9  # when a body was last refused for want of room
         self._lock = threading.Lock()
 
     def take(self, size: int, *, small: bool) -> bool:
@@ -142,9 +146,14 @@ class Budget:
         with self._lock:
             cap = self.limit if small else self.limit - self.reserve
             if self.used + size > cap:
+                self.pressed_at = time.monotonic()
                 return False
             self.used += size
             return True
+
+    def pressed(self, now: float) -> bool:
+        """Whether a body was refused lately: stalled bodies then make room (http2)."""
+        return now - self.pressed_at < PRESSURE_RELIEF
 
     def give(self, size: int) -> None:
         with self._lock:
