@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 
@@ -27,6 +28,15 @@ def _root_logging_restored() -> Iterator[None]:
         (["--cert-validity", "soon"], "--cert-validity 'soon'"),
         (["--ca-validity=0s"], "--ca-validity must be positive"),
         (["--kubeconfig", "/nonexistent/kubeconfig"], "no such file"),
+        (["--max-connections", "0"], "max-connections must be positive"),
+        (["--max-connections", "many"], "--max-connections 'many': not a whole number"),
+        (["--request-timeout", "soon"], "--request-timeout 'soon'"),
+        (["--max-request-body", "8Zi"], "--max-request-body '8Zi'"),
+        (
+            ["--max-connections", "10", "--max-connections-per-client", "20"],
+            "max-connections-per-client is more than max-connections",
+        ),
+        (["--http2-connection-buffer", "1Mi"], "connection-buffer must hold one body"),
     ],
 )
 def test_bad_usage_exits_2(
@@ -47,6 +57,12 @@ def test_help_lists_the_flags_the_chart_uses(capsys: pytest.CaptureFixture[str])
         "--self-register",
         "--namespace",
         "--log-level",
+        "--bind-address",
+        "--max-connections",
+        "--request-timeout",
+        "--max-queued",
+        "--http2-max-streams",
+        "--body-buffer",
     ):
         assert flag in out
 
@@ -65,3 +81,58 @@ def test_print_configurations_for_a_service(capsys: pytest.CaptureFixture[str]) 
         hook["matchConditions"][0]["expression"] == "object.spec.schedulerName == 'kai-scheduler'"
     )
     assert hook["namespaceSelector"]["matchExpressions"][0]["values"] == ["kai", "kube-system"]
+
+
+def _options(monkeypatch: pytest.MonkeyPatch, *args: str, pod_ip: str | None = None) -> Any:
+    import argparse
+
+    from kai.commands import webhook
+
+    parser = argparse.ArgumentParser()
+    webhook.add_arguments(parser)
+    if pod_ip is None:
+        monkeypatch.delenv("POD_IP", raising=False)
+    else:
+        monkeypatch.setenv("POD_IP", pod_ip)
+    return webhook._options(parser.parse_args(list(args)))
+
+
+def test_the_bind_address_is_the_pod_ip_when_set_and_a_flag_wins(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    assert _options(monkeypatch).host == "0.0.0.0"
+    assert _options(monkeypatch, pod_ip="10.1.2.3").host == "10.1.2.3"
+    assert _options(monkeypatch, "--bind-address=0.0.0.0", pod_ip="10.1.2.3").host == "0.0.0.0"
+    assert _options(monkeypatch, "--host", "127.0.0.1").host == "127.0.0.1"  # the old name
+
+
+def test_limit_flags_reach_the_server_limits(monkeypatch: pytest.MonkeyPatch) -> None:
+    from kai.webhooks.server import Limits
+
+    limits = _options(
+        monkeypatch,
+        "--max-connections=50",
+        "--max-connections-per-client=5",
+        "--request-timeout=3s",
+        "--idle-timeout=2m",
+        "--max-request-body=4Mi",
+        "--max-queued=9",
+        "--http2-max-streams=20",
+        "--http2-connection-buffer=8Mi",
+        "--body-buffer=32Mi",
+        "--http2-max-resets=40",
+        "--handshake-timeout=1500ms",
+    ).limits
+    assert limits == Limits(
+        max_connections=50,
+        max_connections_per_client=5,
+        request_timeout=3.0,
+        idle_timeout=120.0,
+        max_body=4 * 1024**2,
+        max_queued=9,
+        max_streams=20,
+        connection_buffer=8 * 1024**2,
+        process_buffer=32 * 1024**2,
+        max_resets=40,
+        handshake_timeout=1.5,
+    )
