@@ -25,7 +25,7 @@ from typing import Any
 import pytest
 from h2.config import H2Configuration
 from h2.connection import H2Connection
-from h2.events import RemoteSettingsChanged, StreamReset
+from h2.events import ConnectionTerminated, RemoteSettingsChanged, StreamReset
 from h2.exceptions import FlowControlError, ProtocolError, StreamClosedError
 from h2.settings import SettingCodes
 from test_webhook_http2 import Client, _review
@@ -233,7 +233,7 @@ def test_over_the_connection_cap_the_oldest_idle_connection_gives_its_place(
         for i in range(30):  # each has completed a request: none gives its place
             client = Client(served.port, served.ca.cert)
             sid = client.post("/pods", _review(f"b{i}"))
-            client.pump(lambda c=client, s=sid: s in c.ended)  # type: ignore[misc]
+            client.pump(lambda c=client, s=sid: s in c.ended)
             busy.append(client)
         refused = socket.create_connection(("127.0.0.1", served.port))
         assert _closed_by_server(refused, 2.0)
@@ -442,12 +442,10 @@ def test_rapid_reset_does_no_work_and_ends_the_connection(serve: Callable[..., S
 
     def receive(data: bytes) -> Any:
         events = original(data)
-        goaway.extend(
-            int(e.error_code) for e in events if type(e).__name__ == "ConnectionTerminated"
-        )
+        goaway.extend(int(e.error_code) for e in events if isinstance(e, ConnectionTerminated))
         return events
 
-    attacker.h2.receive_data = receive  # type: ignore[method-assign]
+    attacker.h2.receive_data = receive  # type: ignore[method-assign,assignment]
     body = _review("reset")
     sent = 0
     started = time.monotonic()

@@ -26,8 +26,8 @@ def _render(helm: str, *args: str) -> list[dict[str, Any]]:
             "kai-scheduler",
             "--set",
             "webhook.enabled=true",
-        ]
-        + list(args),
+            *list(args),
+        ],
         capture_output=True,
         text=True,
         timeout=120,
@@ -89,8 +89,16 @@ def test_the_network_policy_can_be_left_out(helm: str) -> None:
 @pytest.mark.parametrize("bad", ['{"cidr": "10.0.0.0/8"}', '"everyone"'])
 def test_peers_that_are_not_a_list_are_refused_by_the_chart(helm: str, bad: str) -> None:
     out = subprocess.run(
-        [helm, "template", "kai", str(CHART), "--set", "webhook.enabled=true", "--set-json"]
-        + [f"webhook.networkPolicy.apiServer={bad}"],
+        [
+            helm,
+            "template",
+            "kai",
+            str(CHART),
+            "--set",
+            "webhook.enabled=true",
+            "--set-json",
+            f"webhook.networkPolicy.apiServer={bad}",
+        ],
         capture_output=True,
         text=True,
         timeout=120,
@@ -111,8 +119,17 @@ def test_the_real_api_server_accepts_the_network_policy(
         path = tmp_path / "policy.yaml"
         path.write_text(yaml.safe_dump(policy))
         out = subprocess.run(
-            [kubectl, "--kubeconfig", str(real_cluster.kubeconfig), "create", "--dry-run=server"]
-            + ["-o", "json", "-f", str(path)],
+            [
+                kubectl,
+                "--kubeconfig",
+                str(real_cluster.kubeconfig),
+                "create",
+                "--dry-run=server",
+                "-o",
+                "json",
+                "-f",
+                str(path),
+            ],
             capture_output=True,
             text=True,
             timeout=60,

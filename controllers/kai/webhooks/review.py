@@ -238,8 +238,8 @@ def parse(body: bytes) -> Request:
     req = review.get("request")
     if not isinstance(req, dict):
         raise ReviewError("the AdmissionReview has no request")
-    for key, kind in _REQUEST_FIELDS.items():
-        _check(req.get(key), kind, f"request.{key}")
+    for key, expected in _REQUEST_FIELDS.items():
+        _check(req.get(key), expected, f"request.{key}")
     if not req.get("uid"):
         raise ReviewError("the AdmissionReview has no request.uid")
     operation = req.get("operation") or ""
@@ -247,7 +247,7 @@ def parse(body: bytes) -> Request:
         raise ReviewError(
             f"request.operation {_short(operation)} is not one of {', '.join(_OPERATIONS)}"
         )
-    kind = req.get("kind") or {}
+    kind: dict[str, Any] = req.get("kind") or {}
     _check(kind, {"group": str, "version": str, "kind": str}, "request.kind")
     shape = _SHAPES.get((kind.get("group") or "", kind.get("kind") or ""), _OBJECT)
     obj, old = req.get("object"), req.get("oldObject")
