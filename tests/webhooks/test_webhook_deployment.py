@@ -52,6 +52,15 @@ def test_the_webhook_listens_on_the_pod_ip(helm: str) -> None:
     )
 
 
+def test_every_address_only_when_asked(helm: str) -> None:
+    deploy = _one(
+        _render(helm, "--set", "webhook.bindAddress=0.0.0.0"), "Deployment", "kai-webhook"
+    )
+    assert deploy is not None
+    args = deploy["spec"]["template"]["spec"]["containers"][0]["args"]
+    assert "--bind-address=0.0.0.0" in args and "--bind-address=$(POD_IP)" not in args
+
+
 def test_the_network_policy_opens_the_webhook_and_metrics_ports_only(helm: str) -> None:
     policy = _one(_render(helm), "NetworkPolicy", "kai-webhook")
     assert policy is not None
