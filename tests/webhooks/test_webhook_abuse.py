@@ -172,6 +172,7 @@ def test_slowloris_connections_do_not_stop_admission_and_are_closed_at_their_dea
     """100 TLS connections send a request line, then one byte every 0.3 s (the idle timeout
     of old restarted on each byte); 50 more never start their TLS handshake."""
     served = serve(request_timeout=2.0, handshake_timeout=2.0, max_connections_per_client=150)
+    before = _rss()
     slow = []
     for _ in range(100):
         raw = socket.create_connection(("127.0.0.1", served.port), timeout=10)
@@ -193,6 +194,7 @@ def test_slowloris_connections_do_not_stop_admission_and_are_closed_at_their_dea
         started = time.monotonic()
         assert served.admit() < 2.0
         assert served.admit_http1() < 2.0
+        assert _rss() - before < 100 * MIB  # 150 connections: their threads and buffers
         # the deadline counts from the request's first byte, whatever trickles in after it
         for conn in slow:
             assert _closed_by_server(conn, max(0.1, started + 4.0 - time.monotonic()))
@@ -447,6 +449,7 @@ def test_rapid_reset_does_no_work_and_ends_the_connection(serve: Callable[..., S
 
     attacker.h2.receive_data = receive  # type: ignore[method-assign,assignment]
     body = _review("reset")
+    before = _rss()
     sent = 0
     started = time.monotonic()
     latency = None
@@ -471,6 +474,7 @@ def test_rapid_reset_does_no_work_and_ends_the_connection(serve: Callable[..., S
     assert 200 < sent < 400
     assert latency is not None and latency < 2.0
     assert calls.get("live", 0) == 1  # the valid admission only
+    assert _rss() - before < 50 * MIB
     assert served.admit(path="/live", uid="after") < 2.0
 
 
