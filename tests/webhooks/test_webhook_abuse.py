@@ -567,3 +567,40 @@ def test_limits_that_make_no_sense_are_refused_by_name() -> None:
         Limits(max_body=32 * MIB).check()
     with pytest.raises(ValueError, match="max-frame-size"):
         Limits(max_frame_size=1000).check()
+
+
+def test_granian_skips_a_request_whose_stream_was_reset_while_it_waited() -> None:
+    """The granian backend: a reset stream's request still waiting for a worker is dropped."""
+    pytest.importorskip("granian")
+    from kai.webhooks.granian_server import GranianAdmissionServer
+
+    calls.clear()
+    release.clear()
+    ca = certs.new_ca("test-ca", dt.timedelta(hours=1))
+    serving = certs.new_serving(ca, ["127.0.0.1"], dt.timedelta(hours=1))
+    routes: dict[str, Route] = {
+        "/live": ("live", _counted("live")),
+        "/slow": ("slow", _counted("slow", wait=True)),
+    }
+    server = GranianAdmissionServer(routes, port=0, host="127.0.0.1", workers=1)
+    server.set_certificate(serving.cert, serving.key)
+    server.start()
+    try:
+        client = Client(server.port, ca.cert)
+        slow = client.post("/slow", _review("slow"))
+        time.sleep(0.3)  # the only worker is busy
+        waiting = [client.post("/live", _review(f"w{i}")) for i in range(5)]
+        time.sleep(0.3)
+        for sid in waiting:
+            client.h2.reset_stream(sid)
+        client.sock.sendall(client.h2.data_to_send())
+        time.sleep(0.3)
+        release.set()
+        client.pump(lambda: slow in client.ended)
+        ok = client.post("/live", _review("after"))
+        client.pump(lambda: ok in client.ended)
+        client.close()
+    finally:
+        release.set()
+        server.stop()
+    assert calls.get("live") == 1  # "after" only

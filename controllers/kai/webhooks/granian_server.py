@@ -250,22 +250,33 @@ class GranianAdmissionServer(Admission):
     def saturated(self) -> bool:
         return self._pool.saturated
 
-    async def _on_pool(self, path: str, body: bytes) -> tuple[int, bytes, str]:
-        """The answer from a pool worker, or 429 at once when its queue is full."""
+    async def _on_pool(self, path: str, body: bytes, proto: Any) -> tuple[int, bytes, str]:
+        """The answer from a pool worker, or 429 at once when its queue is full. A request
+        whose client went away (a reset stream) while it waited is skipped by the worker."""
         loop = asyncio.get_running_loop()
         future: asyncio.Future[tuple[int, bytes, str]] = loop.create_future()
+        gone = threading.Event()
+        watcher = asyncio.ensure_future(proto.client_disconnect())
+        watcher.add_done_callback(lambda _: gone.set())
 
         def work() -> None:
-            try:
-                result = self.answer(path, body)
-            except Exception:  # answer() turns handler errors into verdicts
-                log.exception("answering a request failed")
-                result = (500, b"internal error of the kai webhook\n", "text/plain")
+            if gone.is_set():  # nobody waits for this answer: no live read for it
+                self.metrics.refuse("cancelled")
+                result = (499, b"", "text/plain")
+            else:
+                try:
+                    result = self.answer(path, body)
+                except Exception:  # answer() turns handler errors into verdicts
+                    log.exception("answering a request failed")
+                    result = (500, b"internal error of the kai webhook\n", "text/plain")
             loop.call_soon_threadsafe(_settle, future, result)
 
-        if not self._pool.submit(work):
-            return self.overloaded()
-        return await future
+        try:
+            if not self._pool.submit(work):
+                return self.overloaded()
+            return await future
+        finally:
+            watcher.cancel()
 
     # -- RSGI --------------------------------------------------------------------------------
     async def __call__(self, scope: Any, proto: Any) -> None:
@@ -308,7 +319,7 @@ class GranianAdmissionServer(Admission):
             path = scope.path
             answered = self.answer_inline(path, body)
             if answered is None:
-                answered = await self._on_pool(path, body)
+                answered = await self._on_pool(path, body, proto)
         except TimeoutError:
             self.metrics.refuse("deadline")
             proto.response_bytes(408, _TEXT, b"request not complete in time\n")
