@@ -136,3 +136,21 @@ def test_limit_flags_reach_the_server_limits(monkeypatch: pytest.MonkeyPatch) ->
         max_resets=40,
         handshake_timeout=1.5,
     )
+
+
+def test_the_limit_flags_of_the_docs_are_the_ones_of_the_help(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """docs/webhooks.md's table of server limits: every flag and default as `--help` has it."""
+    import re
+    from pathlib import Path
+
+    doc = (Path(__file__).resolve().parents[2] / "docs" / "webhooks.md").read_text()
+    rows = re.findall(r"^\| `(--[\w-]+) \w+` \| (\S+) \|", doc, re.M)
+    assert len(rows) == 11
+    assert main(["webhook", "--help"]) == 0
+    help_text = " ".join(capsys.readouterr().out.split())
+    for flag, default in rows:
+        found = re.search(re.escape(flag) + r" \w+ (.*?)\(default: ([^)]+)\)", help_text)
+        assert found, flag
+        assert found.group(2) == default, (flag, found.group(2), default)

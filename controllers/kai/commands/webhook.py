@@ -205,7 +205,7 @@ def _limits(args: argparse.Namespace) -> object:
 
     values: dict[str, object] = {}
     for flag, field, kind, _text in _LIMIT_FLAGS:
-        text = getattr(args, field_dest(flag))
+        text = getattr(args, _dest(flag))
         if text is None:
             continue
         try:
@@ -227,7 +227,7 @@ def _limits(args: argparse.Namespace) -> object:
     return limits
 
 
-def field_dest(flag: str) -> str:
+def _dest(flag: str) -> str:
     return flag.lstrip("-").replace("-", "_")
 
 
