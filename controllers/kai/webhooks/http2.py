@@ -82,6 +82,8 @@ STREAM_ACK = 32 * 1024
 CONNECTION_ACK = 256 * 1024
 #: how often the loop wakes without traffic, to notice a rotation, a stop, a late stream
 TICK = 1.0
+#: when a rapid reset was last logged as a warning
+_last_reset_warning = -1e9
 #: after its last answer, how long a closing connection waits for the client to close its side
 LINGER = 5.0
 
@@ -305,7 +307,14 @@ class _Connection:
             self.resets.popleft()
         if len(self.resets) <= self.limits.max_resets:
             return True
-        log.warning(
+        global _last_reset_warning
+        # one line per minute at most: an attacker reconnecting does not flood the log (the
+        # metric counts every one)
+        level = logging.WARNING if now - _last_reset_warning > 60 else logging.DEBUG
+        if level == logging.WARNING:
+            _last_reset_warning = now
+        log.log(
+            level,
             "HTTP/2 client %s reset more than %d streams within %gs: connection closed",
             self.record.address,
             self.limits.max_resets,
