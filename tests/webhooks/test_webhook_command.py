@@ -154,3 +154,13 @@ def test_the_limit_flags_of_the_docs_are_the_ones_of_the_help(
         found = re.search(re.escape(flag) + r" \w+ (.*?)\(default: ([^)]+)\)", help_text)
         assert found, flag
         assert found.group(2) == default, (flag, found.group(2), default)
+
+
+def test_every_address_by_default_outside_a_pod_is_warned_about(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.delenv("POD_IP", raising=False)
+    assert main(["webhook", "--kubeconfig", "/nonexistent/kubeconfig"]) == 2
+    assert "listening on every address (0.0.0.0)" in capsys.readouterr().err
+    assert main(["webhook", "--bind-address=0.0.0.0", "--kubeconfig", "/nonexistent/x"]) == 2
+    assert "listening on every address" not in capsys.readouterr().err  # asked for

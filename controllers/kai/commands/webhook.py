@@ -323,6 +323,13 @@ def run(args: argparse.Namespace) -> int:
     except SystemExit as exc:
         complain("kai webhook", str(exc).removeprefix("kai webhook: "), args.log_format)
         return 2
+    if args.host is None and getattr(opts, "host", "") == "0.0.0.0":
+        import logging
+
+        logging.getLogger("kai.webhook").warning(
+            "listening on every address (0.0.0.0): no --bind-address and no $POD_IP; any "
+            "client that can route to this machine can connect (docs/security.md)"
+        )
     from kai.kube.client import ConfigError, Kube, KubeError
     from kai.webhooks.app import WebhookApp
 
