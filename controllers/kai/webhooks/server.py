@@ -471,14 +471,18 @@ class AdmissionServer(Admission):
         port: int = 9443,
         host: str = "0.0.0.0",
         workers: int = 64,
+        stream_workers: int | None = None,
         metrics: WebhookMetrics | None = None,
         limits: Limits | None = None,
     ) -> None:
+        """``workers``: the pool's threads, for the requests that read the cluster live
+        (``stream_workers``, its former name for HTTP/2, wins when given); connections have
+        threads of their own, bounded by ``limits.max_connections``."""
         super().__init__(routes, metrics)
         self.limits = limits or Limits()
         self.limits.check()
         self._ctx: ssl.SSLContext | None = None
-        self.streams = WorkPool(workers, self.limits.max_queued)
+        self.streams = WorkPool(stream_workers or workers, self.limits.max_queued)
         self.budget = Budget(self.limits.process_buffer, self.limits.small_reserve)
         self._stop = threading.Event()
         self._sock = socket.create_server((host, port), backlog=512, reuse_port=False)
