@@ -4,6 +4,7 @@ schedulerName check stands in)."""
 
 from __future__ import annotations
 
+import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -91,3 +92,42 @@ def test_fractional_pod_mutated_and_bad_gpu_request_refused(kube: Kube) -> None:
     other = {**pod, "spec": {**pod["spec"], "schedulerName": "default-scheduler"}}
     other["metadata"] = {**pod["metadata"], "name": pod["metadata"]["name"] + "-other"}
     assert "env" not in kube.create(PODS, other)["spec"]["containers"][0]
+
+
+def test_readyz_says_not_ready_while_the_work_queue_is_full(kube: Kube) -> None:
+    """A full queue answers 429 at once; /readyz says 503 meanwhile, so that a Service sends
+    new connections to another replica, and 200 again once the queue has room."""
+    import dataclasses
+    import threading
+    import urllib.error
+    import urllib.request
+
+    from kai.webhooks.server import Limits
+
+    def readyz(port: int) -> int:
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/readyz", timeout=5) as answer:
+                return int(answer.status)
+        except urllib.error.HTTPError as exc:
+            return int(exc.code)
+
+    metrics = free_port()
+    opts = Options(port=free_port(), host="127.0.0.1", metrics_port=metrics, workers=1)
+    opts.limits = dataclasses.replace(Limits(), max_queued=1)
+    opts.cert_secret = f"kai-webhook-certs-{uuid.uuid4().hex[:6]}"
+    app = WebhookApp(kube, opts).start()
+    hold = threading.Event()
+    try:
+        assert readyz(metrics) == 200
+        assert app.server.streams.submit(hold.wait, 10)  # runs
+        assert app.server.streams.submit(hold.wait, 10)  # waits
+        assert not app.server.streams.submit(hold.wait, 10)  # refused: the queue is full
+        assert readyz(metrics) == 503
+        hold.set()
+        deadline = time.monotonic() + 5
+        while readyz(metrics) != 200 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert readyz(metrics) == 200
+    finally:
+        hold.set()
+        app.stop()

@@ -127,6 +127,10 @@ spec:
         {{- if not $root.Values.leaderElection }}
         - --no-leader-election
         {{- end }}
+        {{- with .env }}
+        env:
+        {{- toYaml . | nindent 8 }}
+        {{- end }}
         ports:
         - name: metrics
           containerPort: {{ $root.Values.metrics.port }}

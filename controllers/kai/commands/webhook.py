@@ -27,7 +27,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="kubeconfig to use (default: in-cluster config, then $KUBECONFIG)",
     )
     parser.add_argument("--port", type=int, default=9443, help="HTTPS port (default: 9443)")
-    parser.add_argument("--host", default="0.0.0.0", help="address to listen on (default: 0.0.0.0)")
+    parser.add_argument(
+        "--bind-address",
+        "--host",
+        dest="host",
+        default=None,
+        metavar="ADDRESS",
+        help="address the HTTPS port listens on (default: $POD_IP when set, as the deployment "
+        "sets it from the pod's status.podIP, else 0.0.0.0: every address); --host is the "
+        "old name",
+    )
     parser.add_argument(
         "--metrics-port",
         type=int,
@@ -91,9 +100,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--workers",
         type=int,
         default=64,
-        help="threads for calls that read the cluster live; with --server-backend python also "
-        "connections served at once (default: 64)",
+        help="threads for calls that read the cluster live (policy validation) (default: 64)",
     )
+    _add_limits(parser)
     parser.add_argument(
         "--server-backend",
         choices=("python", "granian"),
@@ -113,8 +122,118 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
+#: the server's limits: flag, Limits field, kind (count, size, duration), help
+_LIMIT_FLAGS = (
+    ("--max-connections", "max_connections", "count", "connections open at once"),
+    (
+        "--max-connections-per-client",
+        "max_connections_per_client",
+        "count",
+        "connections open at once from one client address",
+    ),
+    (
+        "--handshake-timeout",
+        "handshake_timeout",
+        "duration",
+        "time for a connection's TLS handshake (and HTTP/2 preface)",
+    ),
+    (
+        "--request-timeout",
+        "request_timeout",
+        "duration",
+        "time for a request's head and body from its first byte (not renewed by each byte)",
+    ),
+    ("--idle-timeout", "idle_timeout", "duration", "a connection without a request is closed"),
+    ("--max-request-body", "max_body", "size", "body of one request (413 beyond)"),
+    (
+        "--max-queued",
+        "max_queued",
+        "count",
+        "requests waiting for a worker; beyond, 429 at once and /readyz not ready",
+    ),
+    (
+        "--http2-max-streams",
+        "max_streams",
+        "count",
+        "HTTP/2 streams open at once on a connection (SETTINGS_MAX_CONCURRENT_STREAMS)",
+    ),
+    (
+        "--http2-connection-buffer",
+        "connection_buffer",
+        "size",
+        "request bodies one HTTP/2 connection may have unanswered (its flow-control window)",
+    ),
+    (
+        "--body-buffer",
+        "process_buffer",
+        "size",
+        "request bodies the process holds unanswered, all connections together",
+    ),
+    (
+        "--http2-max-resets",
+        "max_resets",
+        "count",
+        "streams a client may reset within 10s before its connection is closed",
+    ),
+)
+
+
+def _add_limits(parser: argparse.ArgumentParser) -> None:
+    from kai.webhooks.server import Limits
+
+    defaults = Limits()
+    group = parser.add_argument_group("limits of the HTTPS server (see docs/security.md)")
+    for flag, field, kind, text in _LIMIT_FLAGS:
+        value = getattr(defaults, field)
+        shown = (
+            f"{value // 1024**2}Mi"
+            if kind == "size"
+            else f"{value:g}s"
+            if kind == "duration"
+            else str(value)
+        )
+        metavar = {"count": "N", "size": "BYTES", "duration": "DURATION"}[kind]
+        group.add_argument(flag, metavar=metavar, help=f"{text} (default: {shown})")
+
+
+def _limits(args: argparse.Namespace) -> object:
+    from dataclasses import replace
+
+    from kai.api.duration import parse_duration
+    from kai.api.untrusted_files import parse_size
+    from kai.webhooks.server import Limits
+
+    values: dict[str, object] = {}
+    for flag, field, kind, _text in _LIMIT_FLAGS:
+        text = getattr(args, _dest(flag))
+        if text is None:
+            continue
+        try:
+            if kind == "count":
+                if not text.strip().isdigit():
+                    raise ValueError("not a whole number")
+                values[field] = int(text)
+            elif kind == "size":
+                values[field] = parse_size(text)
+            else:
+                values[field] = float(parse_duration(text))
+        except ValueError as exc:
+            raise SystemExit(f"kai webhook: {flag} {text!r}: {exc}") from exc
+    limits = replace(Limits(), **values)  # type: ignore[arg-type]
+    try:
+        limits.check()
+    except ValueError as exc:
+        raise SystemExit(f"kai webhook: {exc}") from exc
+    return limits
+
+
+def _dest(flag: str) -> str:
+    return flag.lstrip("-").replace("-", "_")
+
+
 def _options(args: argparse.Namespace) -> object:
     import datetime as dt
+    import os
     from urllib.parse import urlsplit
 
     from kai.api.duration import parse_duration
@@ -137,14 +256,15 @@ def _options(args: argparse.Namespace) -> object:
                 f"kai webhook: --self-register {args.self_register!r}: the API server calls "
                 "webhooks over https only; give https://HOST:PORT"
             )
-    if args.cert_dir and args.self_register:
-        import os
-
-        if not os.path.exists(os.path.join(args.cert_dir, "ca.crt")):
-            raise SystemExit(
-                f"kai webhook: --self-register with --cert-dir needs {args.cert_dir}/ca.crt "
-                "(the CA that the API server must trust)"
-            )
+    if (
+        args.cert_dir
+        and args.self_register
+        and not os.path.exists(os.path.join(args.cert_dir, "ca.crt"))
+    ):
+        raise SystemExit(
+            f"kai webhook: --self-register with --cert-dir needs {args.cert_dir}/ca.crt "
+            "(the CA that the API server must trust)"
+        )
     if args.server_backend == "granian":
         import importlib.util
 
@@ -153,9 +273,12 @@ def _options(args: argparse.Namespace) -> object:
                 "kai webhook: --server-backend granian needs the granian package, which is not "
                 "installed: pip install 'kai[granian]' (or use --server-backend python)"
             )
+    limits = _limits(args)
+    host = args.host or os.environ.get("POD_IP") or "0.0.0.0"
     return Options(
         port=args.port,
-        host=args.host,
+        host=host,
+        limits=limits,  # type: ignore[arg-type]
         metrics_port=args.metrics_port,
         namespace=args.namespace,
         service_name=args.service_name,
@@ -200,6 +323,13 @@ def run(args: argparse.Namespace) -> int:
     except SystemExit as exc:
         complain("kai webhook", str(exc).removeprefix("kai webhook: "), args.log_format)
         return 2
+    if args.host is None and getattr(opts, "host", "") == "0.0.0.0":
+        import logging
+
+        logging.getLogger("kai.webhook").warning(
+            "listening on every address (0.0.0.0): no --bind-address and no $POD_IP; any "
+            "client that can route to this machine can connect (docs/security.md)"
+        )
     from kai.kube.client import ConfigError, Kube, KubeError
     from kai.webhooks.app import WebhookApp
 

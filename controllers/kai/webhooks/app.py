@@ -9,8 +9,9 @@ Start order, so that the API server never calls an address that cannot answer:
 4. with ``--self-register URL``: the two configurations are created or replaced, pointing at
    the URL, with the CA bundle.
 
-``/readyz`` answers 200 once all of that is done. On a clean stop the configurations are
-removed first (self-registration only), then the server stops.
+``/readyz`` answers 200 once all of that is done, and while the server's work queue has room.
+On a clean stop the configurations are removed first (self-registration only), then the server
+stops.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ import datetime as dt
 import logging
 import socket
 import threading
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from urllib.parse import urlsplit
 
 from kai.kube.client import Kube
@@ -31,7 +32,7 @@ from kai.webhooks.granian_server import GranianAdmissionServer
 from kai.webhooks.podgroups import PodGroupValidator
 from kai.webhooks.pods import PodMutator, PodValidator
 from kai.webhooks.policies import PolicyValidator
-from kai.webhooks.server import AdmissionServer, Route, WebhookMetrics
+from kai.webhooks.server import AdmissionServer, Limits, Route, WebhookMetrics
 
 log = logging.getLogger("kai.webhook")
 
@@ -53,6 +54,7 @@ class Options:
     workers: int = 64
     publish_delay: float = 10.0
     server_backend: str = "python"
+    limits: Limits = field(default_factory=Limits)
 
 
 #: ``--server-backend``: the HTTPS layer. granian (Rust: TLS and HTTP/2 compiled) is the
@@ -103,11 +105,21 @@ class WebhookApp:
         self.server: AdmissionServer | GranianAdmissionServer
         if opts.server_backend == "granian":
             self.server = GranianAdmissionServer(
-                routes, port=opts.port, host=opts.host, workers=opts.workers, metrics=self.metrics
+                routes,
+                port=opts.port,
+                host=opts.host,
+                workers=opts.workers,
+                metrics=self.metrics,
+                limits=opts.limits,
             )
         elif opts.server_backend == "python":
             self.server = AdmissionServer(
-                routes, port=opts.port, host=opts.host, workers=opts.workers, metrics=self.metrics
+                routes,
+                port=opts.port,
+                host=opts.host,
+                workers=opts.workers,
+                metrics=self.metrics,
+                limits=opts.limits,
             )
         else:
             choices = ", ".join(SERVER_BACKENDS)
@@ -153,6 +165,7 @@ class WebhookApp:
         return (
             self._started.is_set()
             and self.server.has_certificate
+            and not self.server.saturated  # new work would be refused: send it elsewhere
             and self.cluster.synced()
             and (self.registered or not self.opts.self_register)
         )

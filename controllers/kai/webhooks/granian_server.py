@@ -27,11 +27,18 @@ import os
 import socket
 import tempfile
 import threading
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from kai.webhooks.server import MAX_BODY, Admission, Route, WebhookMetrics
+from kai.webhooks.server import (
+    SMALL_BODY,
+    Admission,
+    Budget,
+    Limits,
+    Route,
+    WebhookMetrics,
+    WorkPool,
+)
 
 log = logging.getLogger("kai.webhook")
 
@@ -60,15 +67,19 @@ class GranianAdmissionServer(Admission):
         host: str = "0.0.0.0",
         workers: int = 64,
         metrics: WebhookMetrics | None = None,
+        limits: Limits | None = None,
     ) -> None:
         super().__init__(routes, metrics)
+        self.limits = limits or Limits()
+        self.limits.check()
         self.host = host
         # bound and listening here (port 0: any free one); granian's worker accepts on it
         self._listener = socket.create_server((host, port), backlog=512)
         self._listener.setblocking(False)
         self.port: int = self._listener.getsockname()[1]
         # handlers that read the cluster live (policy validation): never on the loop
-        self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="webhook-stream")
+        self._pool = WorkPool(workers, self.limits.max_queued)
+        self.budget = Budget(self.limits.process_buffer, self.limits.small_reserve)
         self._dir = tempfile.mkdtemp(prefix="kai-webhook-tls-")
         self._cert_path = Path(self._dir, "tls.crt")
         self._key_path = Path(self._dir, "tls.key")
@@ -125,7 +136,7 @@ class GranianAdmissionServer(Admission):
 
     def _run(self) -> None:
         from granian.constants import HTTPModes, Interfaces, SSLProtocols, TaskImpl
-        from granian.http import HTTP2Settings
+        from granian.http import HTTP1Settings, HTTP2Settings
         from granian.log import LogLevels
         from granian.net import SocketHolder
         from granian.server.embed import AsyncWorker, Server
@@ -173,8 +184,20 @@ class GranianAdmissionServer(Admission):
                 runtime_threads=1,
                 task_impl=TaskImpl.asyncio,
                 http2_settings=HTTP2Settings(
-                    max_concurrent_streams=1000, keep_alive_interval=None, keep_alive_timeout=20
+                    max_concurrent_streams=self.limits.max_streams,
+                    initial_stream_window_size=self.limits.stream_window,
+                    initial_connection_window_size=self.limits.connection_buffer,
+                    adaptive_window=False,
+                    max_frame_size=self.limits.max_frame_size,
+                    max_headers_size=self.limits.max_header_list_size,
+                    keep_alive_interval=None,
+                    keep_alive_timeout=20,
                 ),
+                http1_settings=HTTP1Settings(
+                    header_read_timeout=int(self.limits.request_timeout * 1000),
+                ),
+                # requests handled at once by the worker: beyond, granian waits to accept
+                backpressure=self.limits.max_streams * 4,
                 log_level=LogLevels.warning,
                 # granian's own records go to the process's handlers, not to a console of its own
                 log_dictconfig={
@@ -216,12 +239,44 @@ class GranianAdmissionServer(Admission):
                 self._loop.call_soon_threadsafe(stop)
         if self._thread is not None:
             self._thread.join(timeout=DRAIN_TIMEOUT + STOP_TIMEOUT + 5)
-        self._pool.shutdown(wait=True, cancel_futures=True)
+        self._pool.shutdown()
         self._listener.close()  # when never started
         with contextlib.suppress(OSError):
             for path in (self._cert_path, self._key_path):
                 path.unlink(missing_ok=True)
             os.rmdir(self._dir)
+
+    @property
+    def saturated(self) -> bool:
+        return self._pool.saturated
+
+    async def _on_pool(self, path: str, body: bytes, proto: Any) -> tuple[int, bytes, str]:
+        """The answer from a pool worker, or 429 at once when its queue is full. A request
+        whose client went away (a reset stream) while it waited is skipped by the worker."""
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[tuple[int, bytes, str]] = loop.create_future()
+        gone = threading.Event()
+        watcher = asyncio.ensure_future(proto.client_disconnect())
+        watcher.add_done_callback(lambda _: gone.set())
+
+        def work() -> None:
+            if gone.is_set():  # nobody waits for this answer: no live read for it
+                self.metrics.refuse("cancelled")
+                result = (499, b"", "text/plain")
+            else:
+                try:
+                    result = self.answer(path, body)
+                except Exception:  # answer() turns handler errors into verdicts
+                    log.exception("answering a request failed")
+                    result = (500, b"internal error of the kai webhook\n", "text/plain")
+            loop.call_soon_threadsafe(_settle, future, result)
+
+        try:
+            if not self._pool.submit(work):
+                return self.overloaded()
+            return await future
+        finally:
+            watcher.cancel()
 
     # -- RSGI --------------------------------------------------------------------------------
     async def __call__(self, scope: Any, proto: Any) -> None:
@@ -238,28 +293,46 @@ class GranianAdmissionServer(Admission):
             proto.response_bytes(405, _TEXT, b"POST AdmissionReview requests only\n")
             return
         length = scope.headers.get("content-length")
-        if length is not None and (not length.isdigit() or int(length) > MAX_BODY):
+        if length is not None and (not length.isdigit() or int(length) > self.limits.max_body):
+            self.metrics.refuse("body_too_large")
             proto.response_bytes(413, _TEXT, b"body too large\n")
             return
-        if length is not None:
-            body = await proto()
-        else:  # no length announced: read it in chunks, up to the limit
-            parts, size = [], 0
-            async for chunk in proto:
-                size += len(chunk)
-                if size > MAX_BODY:
-                    proto.response_bytes(413, _TEXT, b"body too large\n")
-                    return
-                parts.append(chunk)
+        # the body in chunks, each counted in the process's budget, by the request deadline
+        parts: list[bytes] = []
+        size = 0
+        try:
+            async with asyncio.timeout(self.limits.request_timeout):
+                async for chunk in proto:
+                    size += len(chunk)
+                    if size > self.limits.max_body:
+                        self.metrics.refuse("body_too_large")
+                        proto.response_bytes(413, _TEXT, b"body too large\n")
+                        return
+                    if not self.budget.take(len(chunk), small=size <= SMALL_BODY):
+                        size -= len(chunk)
+                        self.metrics.refuse("buffer_budget")
+                        proto.response_bytes(503, _TEXT, b"the webhook's body budget is full\n")
+                        return
+                    parts.append(chunk)
             body = b"".join(parts)
-        path = scope.path
-        answered = self.answer_inline(path, body)
-        if answered is None:
-            loop = asyncio.get_running_loop()
-            try:
-                answered = await loop.run_in_executor(self._pool, self.answer, path, body)
-            except RuntimeError:  # the pool is shut down: stopping
-                proto.response_bytes(503, _TEXT, b"the webhook is stopping\n")
-                return
+            parts.clear()
+            path = scope.path
+            answered = self.answer_inline(path, body)
+            if answered is None:
+                answered = await self._on_pool(path, body, proto)
+        except TimeoutError:
+            self.metrics.refuse("deadline")
+            proto.response_bytes(408, _TEXT, b"request not complete in time\n")
+            return
+        finally:
+            self.budget.give(size)
         code, data, ctype = answered
-        proto.response_bytes(code, [("content-type", ctype)], data)
+        headers = [("content-type", ctype)]
+        if code == 429:
+            headers.append(("retry-after", "1"))
+        proto.response_bytes(code, headers, data)
+
+
+def _settle(future: asyncio.Future[Any], result: Any) -> None:
+    if not future.done():  # the client went away meanwhile: nobody waits for it
+        future.set_result(result)

@@ -24,6 +24,9 @@ def _int(value: Any) -> int | None:
 
 
 class PodGroupValidator:
+    #: what the API server sends to this webhook (its registration's rules)
+    kinds = frozenset({("scheduling.run.ai", "PodGroup")})
+
     def __init__(self, cluster: ClusterView) -> None:
         self.cluster = cluster
 

@@ -201,6 +201,9 @@ def _set_volume(spec: dict[str, Any], name: str, configmap: str) -> None:
 
 
 class PodMutator:
+    #: what the API server sends to this webhook (its registration's rules)
+    kinds = frozenset({("", "Pod")})
+
     def __init__(
         self,
         cluster: ClusterView,
@@ -276,6 +279,9 @@ class PodMutator:
 
 
 class PodValidator:
+    #: what the API server sends to this webhook (its registration's rules)
+    kinds = frozenset({("", "Pod")})
+
     def __init__(self, cluster: ClusterView, *, scheduler_name: str = "kai-scheduler") -> None:
         self.cluster = cluster
         self.scheduler_name = scheduler_name

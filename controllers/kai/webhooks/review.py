@@ -76,7 +76,154 @@ class Verdict:
         return "warned" if self.warnings else "allowed"
 
 
+#: what a field of the request must be (the API server always sends these types)
+_TYPE_NAMES = {
+    str: "a string",
+    dict: "a mapping",
+    list: "a list",
+    bool: "a boolean",
+    int: "an integer",
+}
+
+#: ``request`` fields and their type (null is accepted as absent)
+_REQUEST_FIELDS: dict[str, type] = {
+    "uid": str,
+    "kind": dict,
+    "resource": dict,
+    "requestKind": dict,
+    "requestResource": dict,
+    "subResource": str,
+    "requestSubResource": str,
+    "name": str,
+    "namespace": str,
+    "operation": str,
+    "userInfo": dict,
+    "object": dict,
+    "oldObject": dict,
+    "dryRun": bool,
+    "options": dict,
+}
+_OPERATIONS = ("CREATE", "UPDATE", "DELETE", "CONNECT")
+
+# The shapes the webhooks read inside an object, as the API server sends them once it has
+# decoded the object with its schema: a mapping of field -> type, or a nested shape (a dict:
+# a mapping of those fields; a one-item list: a list of items of that shape; _StrMap: a
+# mapping of strings to strings). A field may be absent or null.
+_StrMap = "string map"
+_QUANTITIES = "quantities"
+_META: dict[str, Any] = {
+    "name": str,
+    "generateName": str,
+    "namespace": str,
+    "uid": str,
+    "resourceVersion": str,
+    "labels": _StrMap,
+    "annotations": _StrMap,
+    "ownerReferences": [{"name": str, "kind": str, "apiVersion": str, "uid": str}],
+    "finalizers": [str],
+}
+_CONTAINER: dict[str, Any] = {
+    "name": str,
+    "image": str,
+    "restartPolicy": str,
+    "resources": {"requests": _QUANTITIES, "limits": _QUANTITIES, "claims": [{"name": str}]},
+    "env": [{"name": str, "value": str, "valueFrom": dict}],
+    "envFrom": [{"prefix": str, "configMapRef": {"name": str}, "secretRef": {"name": str}}],
+    "volumeMounts": [{"name": str, "mountPath": str}],
+}
+_POD: dict[str, Any] = {
+    "metadata": _META,
+    "spec": {
+        "schedulerName": str,
+        "runtimeClassName": str,
+        "priorityClassName": str,
+        "nodeName": str,
+        "nodeSelector": _StrMap,
+        "containers": [_CONTAINER],
+        "initContainers": [_CONTAINER],
+        "ephemeralContainers": [_CONTAINER],
+        "volumes": [{"name": str}],
+        "resourceClaims": [{"name": str}],
+        "tolerations": [dict],
+        "affinity": dict,
+    },
+    "status": dict,
+}
+_TOPOLOGY_CONSTRAINT: dict[str, Any] = {
+    "topology": str,
+    "requiredTopologyLevel": str,
+    "preferredTopologyLevel": str,
+}
+_POD_GROUP: dict[str, Any] = {
+    "apiVersion": str,
+    "kind": str,
+    "metadata": _META,
+    "spec": {
+        "minMember": int,
+        "minSubGroup": int,
+        "queue": str,
+        "priorityClassName": str,
+        "topologyConstraint": _TOPOLOGY_CONSTRAINT,
+        "subGroups": [
+            {
+                "name": str,
+                "parent": str,
+                "minMember": int,
+                "minSubGroup": int,
+                "topologyConstraint": _TOPOLOGY_CONSTRAINT,
+            }
+        ],
+    },
+    "status": dict,
+}
+#: every other kind the webhooks see (kai's CRDs): a spec and a status are mappings
+_OBJECT: dict[str, Any] = {
+    "apiVersion": str,
+    "kind": str,
+    "metadata": _META,
+    "spec": dict,
+    "status": dict,
+}
+#: (group, kind) -> the shape of its objects
+_SHAPES: dict[tuple[str, str], dict[str, Any]] = {
+    ("", "Pod"): _POD,
+    ("scheduling.run.ai", "PodGroup"): _POD_GROUP,
+}
+
+
+def _check(value: Any, shape: Any, where: str) -> None:
+    """Raise ReviewError naming ``where`` when ``value`` does not have ``shape``."""
+    if value is None:
+        return
+    if shape is _StrMap or shape is _QUANTITIES:
+        if not isinstance(value, dict):
+            raise ReviewError(f"{where} is not a mapping")
+        allowed = (str,) if shape is _StrMap else (str, int, float)
+        for key, item in value.items():
+            if not isinstance(item, allowed) or isinstance(item, bool):
+                kind = "a string" if shape is _StrMap else "a quantity"
+                raise ReviewError(f"{where}.{key} is not {kind}")
+        return
+    if isinstance(shape, type):
+        if not isinstance(value, shape) or (shape is not bool and isinstance(value, bool)):
+            raise ReviewError(f"{where} is not {_TYPE_NAMES.get(shape, shape.__name__)}")
+        return
+    if isinstance(shape, list):
+        if not isinstance(value, list):
+            raise ReviewError(f"{where} is not a list")
+        for i, item in enumerate(value):
+            _check(item, shape[0], f"{where}[{i}]")
+        return
+    if not isinstance(value, dict):
+        raise ReviewError(f"{where} is not a mapping")
+    for key, sub in shape.items():
+        _check(value.get(key), sub, f"{where}.{key}")
+
+
 def parse(body: bytes) -> Request:
+    """The request of an AdmissionReview v1; ReviewError (answered with HTTP 400) for a body
+    the API server would never send: not JSON, not an AdmissionReview v1, a request without
+    a uid, or a field of the request or of the object the webhooks read of the wrong type."""
     try:
         review = orjson.loads(body)
     except orjson.JSONDecodeError as exc:
@@ -85,27 +232,45 @@ def parse(body: bytes) -> Request:
         raise ReviewError("the body is not an AdmissionReview")
     if review.get("apiVersion") != "admission.k8s.io/v1":
         raise ReviewError(
-            f"AdmissionReview version {review.get('apiVersion')!r} is not served; "
+            f"AdmissionReview version {_short(review.get('apiVersion'))} is not served; "
             "register the webhook with admissionReviewVersions: [v1]"
         )
     req = review.get("request")
-    if not isinstance(req, dict) or not req.get("uid"):
+    if not isinstance(req, dict):
+        raise ReviewError("the AdmissionReview has no request")
+    for key, expected in _REQUEST_FIELDS.items():
+        _check(req.get(key), expected, f"request.{key}")
+    if not req.get("uid"):
         raise ReviewError("the AdmissionReview has no request.uid")
-    kind = req.get("kind") or {}
+    operation = req.get("operation") or ""
+    if operation not in _OPERATIONS:
+        raise ReviewError(
+            f"request.operation {_short(operation)} is not one of {', '.join(_OPERATIONS)}"
+        )
+    kind: dict[str, Any] = req.get("kind") or {}
+    _check(kind, {"group": str, "version": str, "kind": str}, "request.kind")
+    shape = _SHAPES.get((kind.get("group") or "", kind.get("kind") or ""), _OBJECT)
     obj, old = req.get("object"), req.get("oldObject")
+    _check(obj, shape, "request.object")
+    _check(old, shape, "request.oldObject")
     return Request(
-        uid=str(req["uid"]),
-        group=str(kind.get("group") or ""),
-        version=str(kind.get("version") or ""),
-        kind=str(kind.get("kind") or ""),
-        operation=str(req.get("operation") or ""),
-        name=str(req.get("name") or ""),
-        namespace=str(req.get("namespace") or ""),
-        object=obj if isinstance(obj, dict) else None,
-        old_object=old if isinstance(old, dict) else None,
+        uid=req["uid"],
+        group=kind.get("group") or "",
+        version=kind.get("version") or "",
+        kind=kind.get("kind") or "",
+        operation=operation,
+        name=req.get("name") or "",
+        namespace=req.get("namespace") or "",
+        object=obj,
+        old_object=old,
         dry_run=bool(req.get("dryRun")),
-        sub_resource=str(req.get("subResource") or ""),
+        sub_resource=req.get("subResource") or "",
     )
+
+
+def _short(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 80 else text[:77] + "..."
 
 
 def _clip(text: str) -> str:
