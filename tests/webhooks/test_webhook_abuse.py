@@ -471,7 +471,10 @@ def test_rapid_reset_does_no_work_and_ends_the_connection(serve: Callable[..., S
     finally:
         attacker.close()
     assert goaway == [ENHANCE_YOUR_CALM]
-    assert 200 < sent < 400
+    # closed just after the 200th reset; the attacker reads its socket only every 20 frames, and
+    # a loaded machine delays the GOAWAY (480 seen at a load of 18): far below what 5 s of
+    # unanswered resets send (tens of thousands)
+    assert 200 < sent < 2_000
     assert latency is not None and latency < 2.0
     assert calls.get("live", 0) == 1  # the valid admission only
     assert _rss() - before < 50 * MIB
