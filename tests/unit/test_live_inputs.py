@@ -255,3 +255,27 @@ def test_the_pool_fields_of_the_snapshot_format() -> None:
         from_document({**doc, "nodePool": 3})
     with pytest.raises(SnapshotFormatError, match="nodePoolLabelKey: expected a non-empty"):
         from_document({**doc, "nodePoolLabelKey": ""})
+
+
+def test_simulated_nodes_read_through_the_official_clients_models() -> None:
+    """Every field the official client's models require is there (it refused the nodes'
+    nodeInfo without bootID, kernelVersion, machineID, osImage, systemUUID, kubeProxyVersion)."""
+    import pytest
+
+    pytest.importorskip("kubernetes")
+    from kubernetes.client import ApiClient
+
+    from kai.sim.nodes import NodeShape, node_info, node_manifest
+
+    items = [
+        node_manifest("gpu-node-00", 0, NodeShape()),
+        node_manifest("mig-node-00", 1, NodeShape(mig={"nvidia.com/mig-1g.10gb": 7})),
+    ]
+    body = json.dumps({"apiVersion": "v1", "kind": "NodeList", "metadata": {}, "items": items})
+    nodes = ApiClient().deserialize(body, "V1NodeList", "application/json").items
+    assert [n.status.node_info.machine_id for n in nodes] == [
+        node_info("gpu-node-00")["machineID"],
+        node_info("mig-node-00")["machineID"],
+    ]
+    assert node_info("gpu-node-00") == node_info("gpu-node-00")  # stable per name
+    assert node_info("gpu-node-00")["bootID"] != node_info("gpu-node-01")["bootID"]

@@ -87,8 +87,9 @@ def test_sharing_duplicates_and_unknown_keys_are_refused() -> None:
 
 
 def test_a_node_pool_selects_by_label_value_and_empty_means_unlabelled() -> None:
-    everything = NodePool()
-    assert everything.holds({}) and everything.holds({"kai.scheduler/node-pool": "x"})
+    # no shard: KAI's default pool, as the default SchedulingShard (other pools left alone)
+    unsharded = NodePool()
+    assert unsharded.holds({}) and not unsharded.holds({"kai.scheduler/node-pool": "x"})
     default = NodePool(shard="default", partition="")
     assert default.holds({}) and not default.holds({"kai.scheduler/node-pool": "x"})
     x = NodePool(shard="x", partition="x", label_key="pool")
