@@ -48,6 +48,7 @@ __all__ = [
     "UsageError",
     "field_path",
     "format_path",
+    "load_bytes",
     "load_paths",
     "load_text",
 ]
@@ -372,6 +373,17 @@ def load_text(
     result = LoadResult()
     _load_bytes(result, name, text.encode() if isinstance(text, str) else text, limits)
     return result
+
+
+def load_bytes(
+    result: LoadResult, name: str, raw: bytes | None, limits: FileLimits, *, refused: str = ""
+) -> None:
+    """Add one file read elsewhere (a git revision) to ``result``: its content ``raw``, or
+    None with the reason it was ``refused`` (an ``io`` problem)."""
+    if raw is None:
+        _io_problem(result, name, refused)
+    else:
+        _load_bytes(result, name, raw, limits)
 
 
 # --------------------------------------------------------------------------------------------
