@@ -46,7 +46,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     base.add_argument(
         "--base-dir",
         metavar="PATH",
-        help="compare PATH with the documents of this file or directory instead of a git revision",
+        help="compare PATH with the documents of this file or directory instead of a git revision "
+        "(default: none)",
     )
     add_source_options(parser, required=False)
     add_output_option(
