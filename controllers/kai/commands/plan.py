@@ -96,9 +96,10 @@ def _git_base(path: str, ref: str, limits: FileLimits) -> list[dict[str, Any]]:
     option); its files are read from git under the same limits as the working tree."""
     from kai.api.untrusted_git import GitBlob, GitRefError, read_git_tree, resolve_commit
     from kai.gitops.loader import YAML_SUFFIXES, LoadResult, load_bytes
+    from kai.gitops.problems import printable
     from kai.gitops.validate import validate
 
-    shown = ref if ref.isprintable() else repr(ref)
+    shown = printable(ref)
     try:
         tree = resolve_commit(path, ref)
         loaded = LoadResult()
@@ -117,10 +118,36 @@ def _git_base(path: str, ref: str, limits: FileLimits) -> list[dict[str, Any]]:
     return _compiled(f"{path} at {shown}", validate(loaded))
 
 
+_MARKDOWN_SPECIAL = str.maketrans({c: "\\" + c for c in "\\`*_[]|~#"})
+
+
+def for_people(plan: Any, *, markdown: bool) -> Any:
+    """A copy of ``plan`` whose values written in the documents (a ``displayName``) can neither
+    forge a line of the text output (control characters and line breaks are escaped) nor break
+    the markdown table or add links or markup to a pull-request comment."""
+    import copy
+    import html
+
+    from kai.gitops.problems import printable
+
+    def safe(value: Any) -> Any:
+        if not isinstance(value, str):
+            return value
+        shown = printable(value)
+        return html.escape(shown, quote=False).translate(_MARKDOWN_SPECIAL) if markdown else shown
+
+    shown = copy.deepcopy(plan)
+    for queue in shown.queues:
+        for change in queue.changes:
+            change.before, change.after = safe(change.before), safe(change.after)
+    return shown
+
+
 def run(args: argparse.Namespace) -> int:
     from kai.commands._cluster_source import SourceError, load_source, wanted
     from kai.commands._console import style_for
     from kai.commands._output import to_json
+    from kai.gitops.problems import printable
     from kai.insight.plan import make_plan, markdown, queues_of, text
 
     snap = None
@@ -140,21 +167,24 @@ def run(args: argparse.Namespace) -> int:
         else:
             base = _git_base(args.path, args.base or "HEAD", limits)
     except SourceError as exc:
-        print(f"kai plan: error: {exc}", file=sys.stderr)
+        print(f"kai plan: error: {printable(str(exc))}", file=sys.stderr)
         return 2
     except _Usage as exc:
-        print(f"kai plan: error: {exc}", file=sys.stderr)
+        print(f"kai plan: error: {printable(str(exc))}", file=sys.stderr)
         return 2
     except _Invalid as exc:
         style = style_for(sys.stdout, args.color)
         for problem in exc.report.problems:
             print(style.problem(problem))
         print(
-            f"kai plan: {exc.what}: {len(exc.report.errors)} validation error(s); no plan",
+            f"kai plan: {printable(exc.what)}: {len(exc.report.errors)} validation error(s); "
+            "no plan",
             file=sys.stderr,
         )
         return 1
     plan = make_plan(base, new, snap)
+    if args.output != "json":
+        plan = for_people(plan, markdown=args.output == "markdown")
     if args.output == "json":
         sys.stdout.write(to_json(plan.as_dict()))
     elif args.output == "text":
