@@ -41,6 +41,9 @@ def add_output_option(
 _JSON_UNSAFE = re.compile(r"[\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069\ud800-\udfff]")
 
 
+_BIDI = re.compile(r"[\u202a-\u202e\u2066-\u2069]")
+
+
 def _json_escape(text: str) -> str:
     if _JSON_UNSAFE.search(text) is None:
         return text
@@ -69,9 +72,10 @@ def to_yaml(document: Any) -> str:
     """Block-style YAML, keys in the document's order, no line folding.
 
     Control characters and line breaks inside strings are escaped by the YAML emitter (in a
-    double-quoted scalar). A file name that is not UTF-8 holds lone surrogates (``\\udcXX`` for
-    byte ``XX``, Python's surrogateescape), which libyaml cannot write: such a document is
-    written by PyYAML's own emitter, as ``\\uDCXX`` escapes."""
+    double-quoted scalar); a document holding a bidirectional override is written with every
+    non-ASCII character escaped. A file name that is not UTF-8 holds lone surrogates
+    (``\\udcXX`` for byte ``XX``, Python's surrogateescape), which libyaml cannot write: such a
+    document is written by PyYAML's own emitter, as ``\\uDCXX`` escapes."""
     import yaml
 
     options: dict[str, Any] = {
@@ -85,6 +89,8 @@ def to_yaml(document: Any) -> str:
         text: str = yaml.dump(document, Dumper=dumper, **options)
     except UnicodeEncodeError:
         text = yaml.dump(document, Dumper=yaml.SafeDumper, **options)
+    if _BIDI.search(text) is not None:  # YAML calls them printable: escape every non-ASCII
+        text = yaml.dump(document, Dumper=yaml.SafeDumper, **{**options, "allow_unicode": False})
     return text
 
 

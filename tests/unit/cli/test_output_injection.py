@@ -80,6 +80,7 @@ def test_json_and_yaml_give_any_name_back(name: str) -> None:
         assert json.loads(rendered) == document
     rendered = to_yaml(document)
     rendered.encode("utf-8")  # always writable
+    assert CONTROL.search(rendered.replace("\n", "")) is None
     assert yaml.safe_load(rendered) == document
 
 
