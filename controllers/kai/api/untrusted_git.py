@@ -107,17 +107,10 @@ def read_git_tree(
     starting with ``.`` are skipped below ``tree.rel`` (``single_file``: the one file asked for
     is read whatever its name). A file over ``--max-file-size`` or a link is refused; once the
     files together pass ``--max-total-size`` that file and the rest are refused in one item."""
-    pathspec = [] if tree.rel == "." else ["--", tree.rel]
-    listed = _git(tree.root, "ls-tree", "-r", "-z", "--long", "--full-tree", tree.commit, *pathspec)
-    if listed.returncode != 0:
-        message = listed.stderr.decode(errors="replace").strip().splitlines()
-        raise GitRefError(message[-1] if message else "git ls-tree failed")
     wanted: list[tuple[str, str, int]] = []
     refused: list[GitRefused] = []
     prefix = "" if tree.rel == "." else tree.rel.rstrip(os.sep) + "/"
-    for entry in listed.stdout.split(b"\x00"):
-        if not entry:
-            continue
+    for entry in _ls_tree(tree):
         head, _, raw_path = entry.partition(b"\t")
         path = os.fsdecode(raw_path)
         mode, kind, oid, size_text = head.decode("ascii", "replace").split()
@@ -154,6 +147,40 @@ def read_git_tree(
         accepted.append((path, oid, size))
     if accepted:
         yield from _cat(tree.root, accepted)
+
+
+def _ls_tree(tree: GitTree) -> Iterator[bytes]:
+    """The entries of ``git ls-tree -r --long`` under ``tree.rel``, read as they come (a tree
+    of a million files is never held as one output)."""
+    pathspec = [] if tree.rel == "." else ["--", tree.rel]
+    argv = ["git", "--literal-pathspecs", "-C", tree.root, "ls-tree", "-r", "-z", "--long"]
+    process = subprocess.Popen(
+        [*argv, "--full-tree", tree.commit, *pathspec],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        stdin=subprocess.DEVNULL,
+        env=_env(),
+    )
+    assert process.stdout is not None and process.stderr is not None
+    try:
+        rest = b""
+        while chunk := process.stdout.read(1 << 16):
+            *entries, rest = (rest + chunk).split(b"\x00")
+            yield from (entry for entry in entries if entry)
+        if rest:
+            yield rest
+        error = process.stderr.read(4096)
+    finally:
+        process.stdout.close()
+        try:
+            code = process.wait(timeout=_GIT_TIMEOUT_S)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            code = process.wait()
+        process.stderr.close()
+    if code != 0:
+        message = error.decode(errors="replace").strip().splitlines()
+        raise GitRefError(message[-1] if message else "git ls-tree failed")
 
 
 def _cat(root: str, files: list[tuple[str, str, int]]) -> Iterator[GitBlob]:
