@@ -191,3 +191,14 @@ def test_base_dir_compares_with_a_folder(repo: Path) -> None:
     done, _, _ = _plan(repo, "--base-dir", "old")
     assert done.returncode == 0, done.stderr
     assert _actions(done.stdout)["product"] == "changed"
+
+
+def test_a_link_in_the_base_is_refused_never_followed(repo: Path) -> None:
+    (repo / "gitops" / "secret.yaml").symlink_to("/etc/passwd")
+    git(repo, "add", ".")
+    git(repo, "commit", "-q", "-m", "link")
+    (repo / "gitops" / "secret.yaml").unlink()
+    done, _, _ = _plan(repo, "--base", "main")
+    assert done.returncode == 1
+    assert "main:gitops/secret.yaml:1:1: error: [io]" in done.stdout
+    assert "symbolic link" in done.stdout and "root:" not in done.stdout
