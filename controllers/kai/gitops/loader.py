@@ -11,7 +11,10 @@ as exceptions.
 The YAML is parsed by libyaml (PyYAML's C parser: linear time, nesting depth bounded) with the
 YAML 1.2 core schema's scalars (``yes`` is a string, not a boolean), and the data is built here
 from the node graph so that no position is lost, every duplicate key is reported at its second
-occurrence, and aliases expand only within ``--max-yaml-aliases``. A plain file (see
+occurrence, and aliases expand only within ``--max-yaml-aliases`` (values) and
+``--max-yaml-expansion`` (bytes of text). Merge keys (``<<``) follow YAML 1.1. A file holds at
+most ``--max-yaml-documents`` documents, a document at most :data:`MAX_DEPTH` levels of nesting
+(deeper is a ``document`` error, never a shorter document). A plain file (see
 ``_NOT_FAST``) is read by the fast loader instead, about 15 times faster and without positions:
 its document finds them by reading the file again with libyaml when a problem cites one.
 Files are read through :mod:`kai.api.untrusted_files` (regular files only, links kept inside
