@@ -38,6 +38,10 @@ class FileLimits:
     max_total_bytes: int = 64 * 1024 * 1024
     #: values one YAML file may add by repeating anchors through aliases (``*name``)
     max_alias_nodes: int = 10_000
+    #: bytes of text (scalars and keys) one YAML file may add through aliases
+    max_alias_bytes: int = 4 * 1024 * 1024
+    #: YAML documents (empty ones included) one file may hold
+    max_documents: int = 10_000
 
 
 DEFAULT_LIMITS = FileLimits()

@@ -42,6 +42,7 @@ class ProblemLike(Protocol):
     @property
     def severity(self) -> str: ...
     def text(self) -> str: ...
+    def location(self) -> str: ...
 
 
 class Style:
@@ -66,7 +67,7 @@ class Style:
     def problem(self, problem: ProblemLike) -> str:
         """``problem.text()`` with ``FILE:LINE:COL`` bold and its severity coloured."""
         text = problem.text()
-        location = f"{problem.file}:{problem.line}:{problem.column}"
+        location = problem.location()
         marker = f": {problem.severity}:"
         if not self.enabled or not text.startswith(location + marker):
             return text

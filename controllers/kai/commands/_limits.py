@@ -1,5 +1,6 @@
-"""``--max-file-size``, ``--max-total-size``, ``--max-yaml-aliases``: the limits on untrusted
-input shared by ``kai validate``, ``kai render`` and ``kai simulate`` (docs/security.md)."""
+"""``--max-file-size``, ``--max-total-size``, ``--max-yaml-aliases``, ``--max-yaml-expansion``,
+``--max-yaml-documents``: the limits on untrusted input shared by ``kai validate``, ``kai render``,
+``kai plan`` and (the first three) ``kai simulate`` (docs/security.md)."""
 
 from __future__ import annotations
 
@@ -32,7 +33,10 @@ def _mib(size: int) -> str:
     return f"{size // 2**20}Mi" if size % 2**20 == 0 else str(size)
 
 
-def add_limit_options(parser: argparse.ArgumentParser, *, total: bool = True) -> None:
+def add_limit_options(
+    parser: argparse.ArgumentParser, *, total: bool = True, gitops: bool = True
+) -> None:
+    """The ``--max-*`` flags; ``gitops``: also those only the GitOps loader applies."""
     parser.add_argument(
         "--max-file-size",
         type=_size,
@@ -58,6 +62,25 @@ def add_limit_options(parser: argparse.ArgumentParser, *, total: bool = True) ->
         help="values a YAML file may add by repeating anchors through aliases (*name); more "
         f"is refused, which stops alias bombs (default: {DEFAULT_LIMITS.max_alias_nodes})",
     )
+    if not gitops:
+        return
+    parser.add_argument(
+        "--max-yaml-expansion",
+        type=_size,
+        default=DEFAULT_LIMITS.max_alias_bytes,
+        metavar="SIZE",
+        help="bytes of text (values and keys) a YAML file may add by repeating anchors "
+        "through aliases; more is refused, which stops a large value repeated many times "
+        f"(default: {_mib(DEFAULT_LIMITS.max_alias_bytes)})",
+    )
+    parser.add_argument(
+        "--max-yaml-documents",
+        type=_count,
+        default=DEFAULT_LIMITS.max_documents,
+        metavar="N",
+        help="YAML documents (empty ones too) one file may hold; reading stops at the first "
+        f"one over (default: {DEFAULT_LIMITS.max_documents})",
+    )
 
 
 def limits_from(args: argparse.Namespace) -> FileLimits:
@@ -65,4 +88,6 @@ def limits_from(args: argparse.Namespace) -> FileLimits:
         max_file_bytes=args.max_file_size,
         max_total_bytes=getattr(args, "max_total_size", DEFAULT_LIMITS.max_total_bytes),
         max_alias_nodes=args.max_yaml_aliases,
+        max_alias_bytes=getattr(args, "max_yaml_expansion", DEFAULT_LIMITS.max_alias_bytes),
+        max_documents=getattr(args, "max_yaml_documents", DEFAULT_LIMITS.max_documents),
     )

@@ -53,6 +53,7 @@ def run(args: argparse.Namespace) -> int:
     from kai.commands._console import style_for
     from kai.gitops.compile import compile_documents, iter_compiled
     from kai.gitops.loader import UsageError
+    from kai.gitops.problems import printable
     from kai.gitops.validate import validate_paths
 
     if args.out is not None and args.output == "text":
@@ -61,7 +62,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         report = validate_paths(args.paths or ["."], limits=limits_from(args))
     except UsageError as exc:
-        print(f"kai render: error: {exc}", file=sys.stderr)
+        print(f"kai render: error: {printable(str(exc))}", file=sys.stderr)
         return 2
     style = style_for(sys.stderr, args.color)
     for problem in report.problems:

@@ -52,7 +52,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         action="store_true",
         help="compare the outcome with the file's expected block (exit 1 on a mismatch)",
     )
-    add_limit_options(parser, total=False)
+    add_limit_options(parser, total=False, gitops=False)
 
 
 @dataclass(frozen=True)

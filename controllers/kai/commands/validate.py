@@ -44,6 +44,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     from kai.commands._console import style_for
     from kai.gitops.loader import UsageError
+    from kai.gitops.problems import printable
     from kai.gitops.validate import validate_paths
 
     try:
@@ -51,7 +52,7 @@ def run(args: argparse.Namespace) -> int:
             args.paths or ["."], capacity_file=args.capacity, limits=limits_from(args)
         )
     except UsageError as exc:
-        print(f"kai validate: error: {exc}", file=sys.stderr)
+        print(f"kai validate: error: {printable(str(exc))}", file=sys.stderr)
         return 2
     if args.strict:
         report = report.strict()

@@ -11,7 +11,10 @@ as exceptions.
 The YAML is parsed by libyaml (PyYAML's C parser: linear time, nesting depth bounded) with the
 YAML 1.2 core schema's scalars (``yes`` is a string, not a boolean), and the data is built here
 from the node graph so that no position is lost, every duplicate key is reported at its second
-occurrence, and aliases expand only within ``--max-yaml-aliases``. A plain file (see
+occurrence, and aliases expand only within ``--max-yaml-aliases`` (values) and
+``--max-yaml-expansion`` (bytes of text). Merge keys (``<<``) follow YAML 1.1. A file holds at
+most ``--max-yaml-documents`` documents, a document at most :data:`MAX_DEPTH` levels of nesting
+(deeper is a ``document`` error, never a shorter document). A plain file (see
 ``_NOT_FAST``) is read by the fast loader instead, about 15 times faster and without positions:
 its document finds them by reading the file again with libyaml when a problem cites one.
 Files are read through :mod:`kai.api.untrusted_files` (regular files only, links kept inside
@@ -48,6 +51,7 @@ __all__ = [
     "UsageError",
     "field_path",
     "format_path",
+    "load_bytes",
     "load_paths",
     "load_text",
 ]
@@ -374,6 +378,17 @@ def load_text(
     return result
 
 
+def load_bytes(
+    result: LoadResult, name: str, raw: bytes | None, limits: FileLimits, *, refused: str = ""
+) -> None:
+    """Add one file read elsewhere (a git revision) to ``result``: its content ``raw``, or
+    None with the reason it was ``refused`` (an ``io`` problem)."""
+    if raw is None:
+        _io_problem(result, name, refused)
+    else:
+        _load_bytes(result, name, raw, limits)
+
+
 # --------------------------------------------------------------------------------------------
 # Decoding and parsing
 
@@ -427,7 +442,7 @@ def _load_bytes(result: LoadResult, name: str, raw: bytes, limits: FileLimits) -
 # by parsing its file again, only when a problem cites one.
 _NOT_FAST = re.compile(
     r"[^\n\x20-\x7e]|[!&*%|>\\?@`_]|[0-9]{1000}|(?<![A-Za-z0-9])0[xXoObB]"
-    r"|(?:^|[\s\[{,]):\S|:[\[\]{},]|^\.\.\.",
+    r"|(?:^|[\s\[{,]):\S|:[\[\]{},]|^\.\.\.|<<",
     re.MULTILINE,
 )
 _MAX_FAST_DEPTH = 100
@@ -436,8 +451,8 @@ _LEAF_TYPES = frozenset({str, int, float, bool, type(None)})
 
 def _fast_data(text: str) -> dict[str, Any] | None:
     """The document of a plain single-document file, or None to take the full parser."""
-    if _NOT_FAST.search(text) is not None:
-        return None
+    if text.count("---") > 1 or _NOT_FAST.search(text) is not None:
+        return None  # several documents (or a stream of empty ones): the full parser
     try:
         import yaml_rs
 
@@ -507,9 +522,18 @@ def _parse(
     composer = _composer(text)
     count = 0
     index = 0
-    budget = [limits.max_alias_nodes]
+    budget = _Expansion(limits)
     try:
         while composer.check_node():
+            if index >= limits.max_documents:
+                mark = composer.peek_event().start_mark
+                fail(
+                    mark.line + 1,
+                    mark.column + 1,
+                    f"the file holds more than {limits.max_documents} YAML documents (empty ones "
+                    "included; --max-yaml-documents); the file was not read further",
+                )
+                return
             node = composer.get_node()
             if node is None or _is_empty(node):
                 index += 1
@@ -533,12 +557,35 @@ def _parse(
                 )
             result.documents.append(document)
     except _AliasLimit as exc:
+        if exc.bytes:
+            fail(
+                exc.line,
+                exc.column,
+                f"YAML aliases (*name) repeat the values written here so often that the file "
+                f"expands by more than {limits.max_alias_bytes} bytes of text "
+                "(--max-yaml-expansion); the file was not read further",
+            )
+            return
         fail(
             exc.line,
             exc.column,
             f"YAML aliases (*name) repeat the value written here so often that the file "
             f"expands to more than {limits.max_alias_nodes} extra values (--max-yaml-aliases; "
             "an alias bomb?); the file was not read further",
+        )
+        return
+    except _BadMerge as exc:
+        fail(exc.line, exc.column, exc.message)
+        return
+    except _DepthLimit as exc:
+        result.problems.append(
+            Problem.at(
+                Source(name, exc.line, exc.column),
+                "document",
+                f"mappings and lists are nested more than {MAX_DEPTH} levels deep here; "
+                f"at most {MAX_DEPTH} are read, so the document was not read (nothing of it "
+                "is dropped silently)",
+            )
         )
         return
     except yaml.reader.ReaderError as exc:
@@ -614,20 +661,61 @@ def _report_syntax(text: str, exc: Any, fail: Any) -> None:
     fail(line, column, f"malformed YAML: {problem}")
 
 
+#: How deep mappings and lists may nest in one document; deeper is a ``document`` error.
+MAX_DEPTH = 200
+
+
 class _AliasLimit(Exception):
+    def __init__(self, line: int, column: int, *, bytes: bool = False) -> None:
+        super().__init__(f"{line}:{column}")
+        self.line = line
+        self.column = column
+        self.bytes = bytes
+
+
+class _DepthLimit(Exception):
     def __init__(self, line: int, column: int) -> None:
         super().__init__(f"{line}:{column}")
         self.line = line
         self.column = column
 
 
+class _BadMerge(Exception):
+    def __init__(self, line: int, column: int, message: str) -> None:
+        super().__init__(message)
+        self.line = line
+        self.column = column
+        self.message = message
+
+
+class _Expansion:
+    """What aliases may still add to one file: values (``--max-yaml-aliases``) and bytes of
+    text (``--max-yaml-expansion``)."""
+
+    __slots__ = ("bytes", "nodes")
+
+    def __init__(self, limits: FileLimits) -> None:
+        self.nodes = limits.max_alias_nodes
+        self.bytes = limits.max_alias_bytes
+
+
+def _is_merge_key(node: Any) -> bool:
+    """A plain ``<<`` key (YAML 1.1's merge key); a quoted ``"<<"`` is an ordinary key."""
+    if node.id != "scalar" or node.value != "<<":
+        return False
+    return node.style in (None, "") or node.tag == "tag:yaml.org,2002:merge"
+
+
 class _Builder:
     """Turns a composed node graph into plain data, recording positions and duplicate keys.
 
-    A node met again is an alias being expanded: each value built that way is taken from
-    ``budget`` (shared by the documents of one file), and running out stops the file."""
+    A node met again is an alias being expanded: each value built that way, and the bytes of
+    its text, are taken from ``budget`` (shared by the documents of one file), and running out
+    stops the file. Merge keys (``<<: *defaults``, ``<<: [*a, *b]``) follow YAML 1.1: the keys
+    written in the mapping win, then the merged mappings in their order; a merged value keeps
+    the place where it is written (in the anchored mapping)."""
 
-    def __init__(self, file: str, budget: list[int]) -> None:
+    def __init__(self, file: str, budget: _Expansion) -> None:
         self.file = file
         self.values: dict[FieldPath, tuple[int, int]] = {}
         self.keys: dict[FieldPath, tuple[int, int]] = {}
@@ -636,38 +724,95 @@ class _Builder:
         self._seen: set[int] = set()
         self._budget = budget
 
+    def _take(self, node: Any, size: int) -> None:
+        budget = self._budget
+        budget.nodes -= 1
+        budget.bytes -= size
+        if budget.nodes < 0 or budget.bytes < 0:
+            mark = node.start_mark
+            raise _AliasLimit(mark.line + 1, mark.column + 1, bytes=budget.nodes >= 0)
+
     def build(self, node: Any, path: FieldPath) -> Any:
         mark = node.start_mark
         self.values[path] = (mark.line + 1, mark.column + 1)
-        if id(node) in self._seen:
-            self._budget[0] -= 1
-            if self._budget[0] < 0:
-                raise _AliasLimit(mark.line + 1, mark.column + 1)
+        kind = node.id
+        again = id(node) in self._seen
+        if again:
+            self._take(node, len(node.value) if kind == "scalar" else 0)
         else:
             self._seen.add(id(node))
-        kind = node.id
         if kind == "scalar":
             return _scalar(node.tag, node.value, node.style)
         self._depth += 1
         try:
-            if self._depth > 200:  # an alias loop or absurd nesting: stop, keep what we have
-                return None
+            if self._depth > MAX_DEPTH:
+                raise _DepthLimit(mark.line + 1, mark.column + 1)
             if kind == "mapping":
-                out: dict[Any, Any] = {}
-                for key_node, value_node in node.value:
-                    key = self._key(key_node)
-                    key_mark = key_node.start_mark
-                    key_pos = (key_mark.line + 1, key_mark.column + 1)
-                    child: FieldPath = (*path, key)
-                    if key in out:
-                        self.duplicates.append((child, self.keys.get(child, key_pos), key_pos))
-                        continue
-                    self.keys[child] = key_pos
-                    out[key] = self.build(value_node, child)
-                return out
+                return self._mapping(node, path, again)
             return [self.build(item, (*path, i)) for i, item in enumerate(node.value)]
         finally:
             self._depth -= 1
+
+    def _mapping(self, node: Any, path: FieldPath, again: bool) -> dict[Any, Any]:
+        out: dict[Any, Any] = {}
+        merges: list[Any] = []
+        for key_node, value_node in node.value:
+            if _is_merge_key(key_node):
+                merges.append(value_node)
+                continue
+            key = self._key(key_node)
+            if again:
+                self._take(key_node, len(key))
+            key_mark = key_node.start_mark
+            key_pos = (key_mark.line + 1, key_mark.column + 1)
+            child: FieldPath = (*path, key)
+            if key in out:
+                self.duplicates.append((child, self.keys.get(child, key_pos), key_pos))
+                continue
+            self.keys[child] = key_pos
+            out[key] = self.build(value_node, child)
+        for merge in merges:
+            sources = merge.value if merge.id == "sequence" else [merge]
+            for source in sources:
+                if source.id != "mapping":
+                    at = source.start_mark
+                    raise _BadMerge(
+                        at.line + 1,
+                        at.column + 1,
+                        "a merge key (<<) takes a mapping or a list of mappings (usually "
+                        "aliases such as *defaults or [*a, *b])",
+                    )
+                self._merge(out, source, path, 0)
+        return out
+
+    def _merge(self, out: dict[Any, Any], source: Any, path: FieldPath, depth: int) -> None:
+        """Add the entries of mapping ``source`` (and of its own merges) not yet in ``out``."""
+        if depth > MAX_DEPTH:
+            at = source.start_mark
+            raise _DepthLimit(at.line + 1, at.column + 1)
+        repeated = id(source) in self._seen
+        if repeated:
+            self._take(source, 0)
+        else:
+            self._seen.add(id(source))
+        nested = []
+        for key_node, value_node in source.value:
+            if _is_merge_key(key_node):
+                nested.append(value_node)
+                continue
+            key = self._key(key_node)
+            if key in out:
+                continue  # a key written in the mapping (or merged earlier) wins
+            if repeated:
+                self._take(key_node, len(key))
+            key_mark = key_node.start_mark
+            child: FieldPath = (*path, key)
+            self.keys[child] = (key_mark.line + 1, key_mark.column + 1)
+            out[key] = self.build(value_node, child)
+        for merge in nested:
+            for inner in merge.value if merge.id == "sequence" else [merge]:
+                if inner.id == "mapping":
+                    self._merge(out, inner, path, depth + 1)
 
     def _key(self, node: Any) -> str:
         if node.id == "scalar":

@@ -9,6 +9,7 @@ finds problems returns these; the commands only sort and print them.
 from __future__ import annotations
 
 import functools
+import re
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol
 
@@ -35,6 +36,39 @@ RULE_IDS: tuple[str, ...] = (
     "topology",
     "policy",
 )
+
+
+# What a terminal or a CI log must never receive raw from a file, an object or a message: C0
+# controls (ESC, CR, LF, BEL, ...), DEL, C1 controls (0x9b is a CSI to some terminals), the
+# Unicode line and paragraph separators, the bidirectional overrides that reorder what is shown
+# ("Trojan Source"), and lone surrogates (the bytes of a file name that is not UTF-8).
+_UNSAFE = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069\ud800-\udfff]")
+
+
+def _escaped(match: re.Match[str]) -> str:
+    code = ord(match.group())
+    if 0xDC80 <= code <= 0xDCFF:  # os.fsdecode's stand-in for a byte that is not UTF-8
+        return f"\\x{code - 0xDC00:02x}"
+    if code < 0x100:
+        return f"\\x{code:02x}"
+    return f"\\u{code:04x}"
+
+
+def printable(text: str) -> str:
+    """``text`` with every control character, line break, bidirectional override and byte that
+    is not UTF-8 written as a visible escape (``\\x1b``, ``\\n`` as ``\\x0a``, ``\\u2028``): one
+    line that changes nothing on a terminal."""
+    return text if _UNSAFE.search(text) is None else _UNSAFE.sub(_escaped, text)
+
+
+def printable_file(name: str) -> str:
+    """A file name for the start of a line: :func:`printable`, and ``./`` before a relative
+    name that would start the line with ``:`` or ``#`` (or blank space), so that no file name
+    can make a line a CI workflow command (``::error ...``, ``::add-mask::``, ``##[error]``)."""
+    shown = printable(name)
+    if shown[:1].isspace() or shown.lstrip()[:1] in (":", "#"):
+        return "./" + shown
+    return shown
 
 
 class Locator(Protocol):
@@ -146,11 +180,19 @@ class Problem:
     def sort_key(self) -> tuple[str, int, int, str, str, str]:
         return (self.file, self.line, self.column, self.rule, self.path or "", self.message)
 
+    def location(self) -> str:
+        """``FILE:LINE:COL``, the file name made safe for a terminal (:func:`printable_file`)."""
+        return f"{printable_file(self.file)}:{self.line}:{self.column}"
+
     def text(self) -> str:
-        """``FILE:LINE:COL: error: [rule] OBJECT FIELD-PATH: message`` (empty parts left out)."""
-        subject = " ".join(part for part in (self.object, self.path) if part)
-        body = f"{subject}: {self.message}" if subject else self.message
-        return f"{self.file}:{self.line}:{self.column}: {self.severity}: [{self.rule}] {body}"
+        """``FILE:LINE:COL: error: [rule] OBJECT FIELD-PATH: message`` (empty parts left out).
+
+        Always one line without control characters, whatever the file, the object, the field
+        path and the message hold (see :func:`printable`)."""
+        subject = " ".join(printable(part) for part in (self.object, self.path) if part)
+        message = printable(self.message)
+        body = f"{subject}: {message}" if subject else message
+        return f"{self.location()}: {self.severity}: [{self.rule}] {body}"
 
     def as_json(self) -> dict[str, Any]:
         return {

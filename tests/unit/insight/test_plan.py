@@ -77,7 +77,9 @@ def test_plan_names_the_queue_its_fair_share_and_the_reclaimable_jobs(
 ) -> None:
     snap = cluster_snapshot(tmp_path / "snap.json")
     changed = lowered(tmp_path)
-    code = main(["plan", str(changed), "--base", str(EXAMPLES), "--snapshot", snap, "-o", "json"])
+    code = main(
+        ["plan", str(changed), "--base-dir", str(EXAMPLES), "--snapshot", snap, "-o", "json"]
+    )
     assert code == 0
     doc = json.loads(capsys.readouterr().out)
     assert doc["changed"] is True
@@ -95,16 +97,16 @@ def test_plan_names_the_queue_its_fair_share_and_the_reclaimable_jobs(
     # every other queue is unchanged
     assert [q for q in doc["queues"] if q["action"] != "unchanged"] == [nlp]
 
-    assert main(["plan", str(changed), "--base", str(EXAMPLES), "--snapshot", snap]) == 0
+    assert main(["plan", str(changed), "--base-dir", str(EXAMPLES), "--snapshot", snap]) == 0
     markdown = capsys.readouterr().out
     assert "| `nlp` | changed | `spec.resources.gpu.quota`: 48 → 8 |" in markdown
     assert "**reclaimable**" in markdown and "team-nlp/nlp-" in markdown
 
 
 def test_plan_without_changes_exits_0(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["plan", str(EXAMPLES), "--base", str(EXAMPLES), "-o", "text"]) == 0
+    assert main(["plan", str(EXAMPLES), "--base-dir", str(EXAMPLES), "-o", "text"]) == 0
     assert capsys.readouterr().out == "no changes\n"
-    assert main(["plan", str(EXAMPLES), "--base", str(EXAMPLES), "-o", "markdown"]) == 0
+    assert main(["plan", str(EXAMPLES), "--base-dir", str(EXAMPLES), "-o", "markdown"]) == 0
     assert "No Queue changes." in capsys.readouterr().out
 
 
@@ -112,7 +114,7 @@ def test_invalid_change_exits_1_with_validate_messages(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     broken = lowered(tmp_path, gpu=400)  # children's quotas above research's 256
-    assert main(["plan", str(broken), "--base", str(EXAMPLES)]) == 1
+    assert main(["plan", str(broken), "--base-dir", str(EXAMPLES)]) == 1
     captured = capsys.readouterr()
     assert "departments.yaml:17:18: error: [children-quota-sum]" in captured.out
     assert "nlp 400" in captured.out
@@ -157,7 +159,9 @@ def test_removed_queue_with_workloads_is_prune_blocked(
     (target / "policies" / "scheduler.yaml").write_text(
         (target / "policies" / "scheduler.yaml").read_text()
     )
-    code = main(["plan", str(target), "--base", str(EXAMPLES), "--snapshot", snap, "-o", "json"])
+    code = main(
+        ["plan", str(target), "--base-dir", str(EXAMPLES), "--snapshot", snap, "-o", "json"]
+    )
     out = capsys.readouterr()
     assert code == 0, out.out + out.err
     queues = {q["name"]: q for q in json.loads(out.out)["queues"]}
