@@ -20,12 +20,13 @@ prints per Queue the field diff (added, changed, removed; a removed queue that s
 queues or PodGroups is "prune blocked"). With a cluster (--kubeconfig or --snapshot) it also
 gives each queue's fair share for the current demand before and after (the scheduler core's
 division) and the workloads that would become reclaimable, over limit, or start. The base:
---base PATH or GIT-REF (a commit of PATH's repository), else the cluster's kai-managed Queues
-when a cluster is given, else HEAD. Markdown output fits a pull-request comment.
+--base PATH or GIT-REF (a commit of PATH's repository), else, when a cluster is given, the
+Queues the repository owns there (those kai manages and those of the names PATH produces),
+else HEAD. Markdown output fits a pull-request comment; --template FILE renders a team's own comment
+(a sandboxed Jinja template, see docs/cli.md).
 Exit status: 0 planned (with or without changes), 1 PATH or the base is invalid (the messages of
-`kai validate`), 2 bad usage or unreadable path, cluster or git ref."""
-
-MANAGED_BY = "app.kubernetes.io/managed-by"
+`kai validate`), 2 bad usage or unreadable path, cluster or git ref, or a template that cannot
+be rendered (its file and line are named)."""
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -36,7 +37,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--base",
         metavar="PATH|GIT-REF",
-        help="what PATH is compared with (default: the cluster's kai-managed Queues with a "
+        help="what PATH is compared with (default: the cluster's Queues that PATH owns with a "
         "cluster, else git HEAD)",
     )
     add_source_options(parser, required=False)
@@ -45,6 +46,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         formats=("markdown", "text", "json"),
         default="markdown",
         help="markdown: for a pull-request comment; text: for a terminal; json: for programs",
+    )
+    parser.add_argument(
+        "--template",
+        metavar="FILE",
+        help="render the plan with this Jinja template instead of --output (sandboxed; the "
+        "data it receives is in docs/cli.md)",
     )
 
 
@@ -105,7 +112,7 @@ def run(args: argparse.Namespace) -> int:
     from kai.commands._cluster_source import SourceError, load_source, wanted
     from kai.commands._console import style_for
     from kai.commands._output import to_json
-    from kai.insight.plan import make_plan, markdown, queues_of, text
+    from kai.insight.plan import cluster_base, make_plan, markdown, text
 
     snap = None
     try:
@@ -116,11 +123,7 @@ def run(args: argparse.Namespace) -> int:
             if args.base is not None and os.path.exists(args.base):
                 base = _compile([args.base], args.base)
             elif args.base is None and snap is not None:
-                base = [
-                    q
-                    for q in queues_of(snap.objects.get("queues", [])).values()
-                    if ((q.get("metadata") or {}).get("labels") or {}).get(MANAGED_BY) == "kai"
-                ]
+                base = cluster_base(snap.objects.get("queues", []), new)
             else:
                 ref = args.base or "HEAD"
                 base = _compile([_git_base(args.path, ref, tmp)], f"{args.path} at {ref}")
@@ -140,7 +143,16 @@ def run(args: argparse.Namespace) -> int:
         )
         return 1
     plan = make_plan(base, new, snap)
-    if args.output == "json":
+    if args.template is not None:
+        from kai.insight.plan_template import TemplateError, render
+
+        try:
+            rendered = render(args.template, plan)
+        except TemplateError as exc:
+            print(f"kai plan: error: {exc}", file=sys.stderr)
+            return 2
+        sys.stdout.write(rendered)
+    elif args.output == "json":
         sys.stdout.write(to_json(plan.as_dict()))
     elif args.output == "text":
         sys.stdout.write(text(plan))
