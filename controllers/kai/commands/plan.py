@@ -51,7 +51,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--template",
         metavar="FILE",
         help="render the plan with this Jinja template instead of --output (sandboxed; the "
-        "data it receives is in docs/cli.md)",
+        "data it receives is in docs/cli.md) (default: none, --output)",
     )
 
 
