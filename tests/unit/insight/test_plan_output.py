@@ -178,7 +178,7 @@ def test_no_output_format_shows_a_python_repr(
     _no_repr(capsys.readouterr().out)
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=80, deadline=None)
 @given(
     st.recursive(
         st.none()
@@ -197,8 +197,6 @@ def test_show_is_yaml_that_reads_back_as_the_value(value: Any) -> None:
         return
     assert "\n" not in shown or isinstance(value, str)
     back = yaml.safe_load(shown)
-    if isinstance(value, float) and not isinstance(back, float | int):
-        back = float(back)  # YAML 1.1 reads 1e-07 (no dot) as a string; Kubernetes as a number
     assert _close(back, value), (value, shown, back)
 
 
@@ -209,6 +207,13 @@ def _close(a: Any, b: Any) -> bool:
         return len(a) == len(b) and all(_close(x, y) for x, y in zip(a, b, strict=True))
     if isinstance(a, bool) or isinstance(b, bool):
         return a is b
+    if isinstance(a, str) and isinstance(b, float):
+        # YAML 1.1 (PyYAML) reads 1e-06 without a dot as a string; YAML 1.2 and Kubernetes as
+        # the number
+        try:
+            a = float(a)
+        except ValueError:
+            return False
     if isinstance(a, int | float) and isinstance(b, int | float):
         return math.isclose(a, b, rel_tol=1e-12, abs_tol=0)
     return bool(a == b)
@@ -250,6 +255,8 @@ def test_template_sees_the_plan_as_plain_data(tmp_path: Path) -> None:
         ("{% include 'other.j2' %}", "t.md.j2:1: template other.j2 not found"),
         ("{% extends '/etc/passwd' %}", "template /etc/passwd not found"),
         ("{{ 'x' * 70000 }}", "larger than 65536 characters"),
+        ("{{ ('x' * 2000000000)|length }}", "needs more than 1024 MiB of memory"),
+        ("{% macro f(n) %}{{ f(n + 1) }}{% endmacro %}{{ f(0) }}", "recurses too deeply"),
         ("{% for i in range(100000) %}{{ plan }}{% endfor %}", "larger than 65536 characters"),
     ],
 )
