@@ -1,7 +1,8 @@
 """The commands the docs tell a user to type run here, so a command that stops working fails.
 
-Every shell block (a fenced block of ``sh``, ``bash``, ``shell`` or ``console``) of the pages in
-:data:`PAGES` is a reviewed case: the line before it is a marker ``<!-- doc-test: NAME -->`` and
+Every shell block (a fenced block of ``sh``, ``bash``, ``shell`` or ``console``, or one without a
+language whose first line is a ``$ `` command) of the pages in :data:`PAGES` is a reviewed case:
+the line before it is a marker ``<!-- doc-test: NAME -->`` and
 :data:`CASES` says what happens to ``NAME``: it runs locally, it runs against a real API server
 (a fresh one for this module: installs do not leak into other tests; skipped where this machine
 has none), or it is skipped with the reason. A block without a marker, a marker the table does
@@ -38,7 +39,14 @@ from helpers.real_cluster import RealCluster, real_k8s_dir, start_with_retry
 from helpers.tools import find_helm, find_kubectl
 
 ROOT = Path(__file__).resolve().parents[2]
-PAGES = ("README.md", "docs/install.md", "docs/gitops.md", "docs/webhooks.md", "docs/testing.md")
+PAGES = (
+    "README.md",
+    "docs/install.md",
+    "docs/gitops.md",
+    "docs/webhooks.md",
+    "docs/testing.md",
+    "docs/cli.md",
+)
 SHELL = {"sh", "bash", "shell", "console"}
 MARKER = re.compile(r"^\s*<!--\s*doc-test:\s*([\w.-]+)\s*-->\s*$")
 FENCE = re.compile(r"^(\s*)(```+|~~~+)\s*([\w+-]*)")
@@ -120,6 +128,18 @@ CASES: dict[str, Case] = {
         reason="creates a virtual environment and runs `kai up` until Ctrl-C, then the whole "
         "test suite: what CI itself does (.ci/run)",
     ),
+    "readme-kai-up": Case(
+        "skip",
+        reason="`kai up` runs until Ctrl-C and its log carries times and a random port; "
+        "tests/e2e/test_commands.py runs it",
+    ),
+    "readme-kai-up-kubectl": Case(
+        "skip",
+        reason="runs against a `kai up` of another terminal; its pod names are random. "
+        "tests/e2e/test_commands.py runs kubectl against `kai up`",
+    ),
+    "readme-validate": Case("local", nonzero_ok=True),
+    "readme-simulate": Case("local"),
     "readme-install": Case(
         "skip",
         reason="three alternative installs of one cluster; the Helm and kustomize installs run "
@@ -150,6 +170,8 @@ CASES: dict[str, Case] = {
     # docs/testing.md
     "testing-tools": Case("local", script=True, replace={".venv/bin/python": "{python}"}),
     "testing-ready-node": Case("cluster", script=True, after=_node_is_ready),
+    # docs/cli.md
+    "cli-plan-template": Case("local"),
 }
 
 
@@ -167,6 +189,9 @@ def blocks(page: str) -> list[Block]:
         end = i + 1
         while end < len(lines) and not lines[end].strip().startswith(fence):
             end += 1
+        body_lines = [line for line in lines[i + 1 : end] if line.strip()]
+        if not lang and body_lines and body_lines[0].lstrip().startswith("$ "):
+            lang = "console"  # a block without a language that shows a shell session
         if lang in SHELL:
             before = [line for line in lines[:i] if line.strip()]
             marker = MARKER.match(before[-1]) if before else None
@@ -210,13 +235,14 @@ def test_the_parser_finds_a_block_without_a_marker(
     page = tmp_path / "page.md"
     page.write_text(
         "text\n\n<!-- doc-test: known -->\n```sh\nkai --help\n```\n\n```console\n$ kai x\n```\n"
-        "\n```yaml\nnot: shell\n```\n"
+        "\n```yaml\nnot: shell\n```\n\n```\n$ kai y\nout\n```\n\n```\nplain text\n```\n"
     )
     monkeypatch.setattr(sys.modules[__name__], "ROOT", tmp_path)
     found = blocks("page.md")
     assert [(b.name, b.lang, b.line, b.text) for b in found] == [
         ("known", "sh", 4, "kai --help"),
         (None, "console", 8, "$ kai x"),
+        (None, "console", 16, "$ kai y\nout"),
     ]
 
 

@@ -22,8 +22,8 @@ gives each queue's fair share for the current demand before and after (the sched
 division) and the workloads that would become reclaimable, over limit, or start. The base:
 --base PATH or GIT-REF (a commit of PATH's repository), else, when a cluster is given, the
 Queues the repository owns there (those kai manages and those of the names PATH produces),
-else HEAD. Markdown output fits a pull-request comment; --template FILE renders a team's own comment
-(a sandboxed Jinja template, see docs/cli.md).
+else HEAD. Markdown output fits a pull-request comment; --template FILE renders a team's own
+comment (a sandboxed Jinja template, see docs/cli.md).
 Exit status: 0 planned (with or without changes), 1 PATH or the base is invalid (the messages of
 `kai validate`), 2 bad usage or unreadable path, cluster or git ref, or a template that cannot
 be rendered (its file and line are named)."""
