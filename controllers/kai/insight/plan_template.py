@@ -12,6 +12,8 @@ The template comes from the repository under review, so it is untrusted:
   65536), and so are the time and memory of the rendering: it runs in a child process with a
   CPU-time and address-space limit and a wall-clock timeout, so a template that loops or
   allocates without end is stopped with a clear error;
+- the rendering process inherits no environment variable but those Python needs to start
+  (a CI token in the environment is not there);
 - every ``{{ … }}`` prints a value as a YAML user reads it (``true``, ``{a: 1}``, nothing for a
   null), never as a Python literal.
 """
@@ -75,6 +77,7 @@ def render(path: str, plan: Plan) -> str:
             [sys.executable, "-m", "kai.insight.plan_template"],
             input=request.encode(),
             capture_output=True,
+            env=_child_env(),
             timeout=2 * TIME_LIMIT,
             check=False,
         )
@@ -94,6 +97,16 @@ def render(path: str, plan: Plan) -> str:
             f"{limits['memory'] // 2**20} MiB of memory)"
         )
     raise TemplateError(message.splitlines()[-1])
+
+
+# what Python needs to start and find kai; nothing else of the environment (CI tokens) is passed
+CHILD_ENV = ("PATH", "PYTHONPATH", "PYTHONHOME", "VIRTUAL_ENV", "LANG", "LC_ALL", "SYSTEMROOT")
+
+
+def _child_env() -> dict[str, str]:
+    env = {k: os.environ[k] for k in CHILD_ENV if k in os.environ}
+    env["PYTHONIOENCODING"] = "utf-8"
+    return env
 
 
 def _limits(cpu: int, memory: int) -> None:

@@ -267,6 +267,17 @@ def test_template_errors_name_the_file_and_line(tmp_path: Path, source: str, mes
     assert str(tmp_path / "t.md.j2") in str(caught.value)
 
 
+def test_template_runs_without_the_environment(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("CI_TOKEN", "secret-token")
+    monkeypatch.setattr(plan_template, "_render_here", None)  # the parent does not render
+    # the sandbox offers no way to the environment; the process does not even have it
+    out = _render(tmp_path, "{{ plan.changed }}")
+    assert out == "true"
+    assert "CI_TOKEN" not in plan_template._child_env()
+
+
 def test_template_that_runs_without_end_is_stopped(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
