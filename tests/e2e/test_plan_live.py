@@ -119,3 +119,34 @@ def test_plan_of_the_applied_repository_is_no_change(
     plan = _plan(repo, kubeconfig, "--template", str(ROOT / "examples/ci/plan-comment.md.j2"))
     assert plan.returncode == 0, plan.stderr
     assert "| `nlp` | changed | `spec.resources.gpu.quota` | 48 | 40 |" in plan.stdout
+
+
+def test_plan_after_render_and_kubectl_apply_is_no_change(
+    api: tuple[str, Kube], kubectl: str, tmp_path: Path
+) -> None:
+    """The other way docs/gitops.md applies a repository: `kai render | kubectl apply -f -` (every
+    Queue then carries kai's label, the one written directly too)."""
+    kubeconfig, _ = api
+    rendered = _run([sys.executable, "-m", "kai.cli", "render", str(EXAMPLES)])
+    assert rendered.returncode == 0, rendered.stderr
+    applied = subprocess.run(
+        [kubectl, "--kubeconfig", kubeconfig, "apply", "-f", "-"],
+        input=rendered.stdout,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert applied.returncode == 0, applied.stderr
+    plan = _plan(EXAMPLES, kubeconfig, "-o", "text")
+    assert plan.returncode == 0 and plan.stdout == "no changes\n", plan.stdout + plan.stderr
+    # a queue the repository no longer has is planned as removed, with its fields
+    repo = tmp_path / "gitops"
+    shutil.copytree(EXAMPLES, repo)
+    (repo / "queues" / "default-queue.yaml").unlink()
+    kustomization = repo / "kustomization.yaml"
+    kustomization.write_text(kustomization.read_text().replace("- queues/default-queue.yaml\n", ""))
+    plan = _plan(repo, kubeconfig, "-o", "json")
+    assert plan.returncode == 0, plan.stderr
+    changed = [(q["name"], q["action"]) for q in json.loads(plan.stdout)["queues"]]
+    assert [c for c in changed if c[1] != "unchanged"] == [("default-queue", "removed")]
