@@ -414,7 +414,7 @@ def doc_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RealCluste
     the other tests' cluster)."""
     scripts = real_k8s_dir()
     if scripts is None:
-        pytest.skip("no real Kubernetes control plane here (see CONTRIBUTING.md)")
+        pytest.skip("no real Kubernetes control plane here (docs/testing.md says how to run one)")
     if find_kubectl() is None:
         pytest.skip("no kubectl binary")
     cluster = start_with_retry(lambda: RealCluster(tmp_path_factory.mktemp("doc-k8s"), scripts))
