@@ -30,6 +30,7 @@ import copy
 from dataclasses import dataclass, field
 from typing import Any
 
+from kai.gitops.compile import MANAGED_BY
 from kai.insight.figures import RESOURCES, amount
 from kai.insight.values import UNSET, normal, show
 from kai.reconcilers.cluster_snapshot import ClusterSnapshot
@@ -113,9 +114,6 @@ def queues_of(objects: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
         for o in objects
         if o.get("kind") == "Queue" and isinstance(o.get("metadata"), dict)
     }
-
-
-MANAGED_BY = ("app.kubernetes.io/managed-by", "kai")
 
 
 def cluster_base(
