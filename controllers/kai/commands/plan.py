@@ -22,12 +22,13 @@ queues or PodGroups is "prune blocked"). With a cluster (--kubeconfig or --snaps
 gives each queue's fair share for the current demand before and after (the scheduler core's
 division) and the workloads that would become reclaimable, over limit, or start. The base:
 --base GIT-REF (a commit of PATH's repository, read from git under the same --max-* limits as
-PATH, never from a folder of that name) or --base-dir PATH, else the cluster's kai-managed
-Queues when a cluster is given, else HEAD. Markdown output fits a pull-request comment.
+PATH, never from a folder of that name) or --base-dir PATH, else, when a cluster is given, the
+Queues the repository owns there (those kai manages and those of the names PATH produces), else
+HEAD. Markdown output fits a pull-request comment; --template FILE renders a team's own comment
+(a sandboxed Jinja template, see docs/cli.md).
 Exit status: 0 planned (with or without changes), 1 PATH or the base is invalid (the messages of
-`kai validate`), 2 bad usage or unreadable path, cluster or git ref."""
-
-MANAGED_BY = "app.kubernetes.io/managed-by"
+`kai validate`), 2 bad usage or unreadable path, cluster or git ref, or a template that cannot
+be rendered (its file and line are named)."""
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -40,7 +41,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--base",
         metavar="GIT-REF",
         help="the git revision (branch, tag or commit of PATH's repository) PATH is compared "
-        "with; never read as a path (default: the cluster's kai-managed Queues with a cluster, "
+        "with; never read as a path (default: the cluster's Queues that PATH owns with a cluster, "
         "else git HEAD)",
     )
     base.add_argument(
@@ -57,6 +58,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="markdown: for a pull-request comment; text: for a terminal; json: for programs",
     )
     add_limit_options(parser)
+    parser.add_argument(
+        "--template",
+        metavar="FILE",
+        help="render the plan with this Jinja template instead of --output (sandboxed; the "
+        "data it receives is in docs/cli.md) (default: none, --output)",
+    )
 
 
 class _Invalid(Exception):
@@ -148,7 +155,7 @@ def run(args: argparse.Namespace) -> int:
     from kai.commands._console import style_for
     from kai.commands._output import to_json
     from kai.gitops.problems import printable
-    from kai.insight.plan import make_plan, markdown, queues_of, text
+    from kai.insight.plan import cluster_base, make_plan, markdown, text
 
     snap = None
     try:
@@ -159,11 +166,7 @@ def run(args: argparse.Namespace) -> int:
         if args.base_dir is not None:
             base = _compile([args.base_dir], args.base_dir, limits)
         elif args.base is None and snap is not None:
-            base = [
-                q
-                for q in queues_of(snap.objects.get("queues", [])).values()
-                if ((q.get("metadata") or {}).get("labels") or {}).get(MANAGED_BY) == "kai"
-            ]
+            base = cluster_base(snap.objects.get("queues", []), new)
         else:
             base = _git_base(args.path, args.base or "HEAD", limits)
     except SourceError as exc:
@@ -183,6 +186,16 @@ def run(args: argparse.Namespace) -> int:
         )
         return 1
     plan = make_plan(base, new, snap)
+    if args.template is not None:
+        from kai.insight.plan_template import TemplateError, render
+
+        try:
+            rendered = render(args.template, plan)
+        except TemplateError as exc:
+            print(f"kai plan: error: {printable(str(exc))}", file=sys.stderr)
+            return 2
+        sys.stdout.write(rendered)
+        return 0
     if args.output != "json":
         plan = for_people(plan, markdown=args.output == "markdown")
     if args.output == "json":

@@ -16,6 +16,12 @@ same workloads:
 
 A Queue removed by the change is *prune blocked* when it still has child Queues (after the
 change) or PodGroups in the snapshot: the controller keeps it until they are gone.
+
+Against a cluster, the base is what the repository owns there (:func:`cluster_base`): the Queues
+kai manages and the live Queues of the names the change produces. Both sides are normalised as
+the API server stores them (an explicit ``null`` is dropped, ``1.0`` is ``1``) before the
+comparison, so a cluster that matches the repository plans no change. Values are shown as a YAML
+user writes them (:func:`show`), never as Python literals.
 """
 
 from __future__ import annotations
@@ -24,7 +30,9 @@ import copy
 from dataclasses import dataclass, field
 from typing import Any
 
+from kai.gitops.compile import MANAGED_BY
 from kai.insight.figures import RESOURCES, amount
+from kai.insight.values import UNSET, normal, show
 from kai.reconcilers.cluster_snapshot import ClusterSnapshot
 from kai.scheduler.result import QueueShare
 from kai.scheduler.snapshot import ACTIVE_ALLOCATED_STATUSES, UNLIMITED, TaskStatus
@@ -108,20 +116,53 @@ def queues_of(objects: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
     }
 
 
+def cluster_base(
+    live: list[dict[str, Any]], new_objects: list[dict[str, Any]]
+) -> list[dict[str, Any]]:
+    """The base of a plan against a cluster: the live Queues the repository owns there.
+
+    Those are the Queues kai manages (label ``app.kubernetes.io/managed-by: kai``: a removed one
+    is planned as removed) and the live Queues of the names the change produces, whoever wrote
+    them (a KAI Queue written directly in the repository is applied as it is, without kai's
+    label; a name taken by a Queue made by hand shows what the change would alter). Other
+    Queues of the cluster (the install's default queues, another team's) are not the
+    repository's and are left out."""
+    wanted = set(queues_of(new_objects))
+    out = []
+    for name, q in queues_of(live).items():
+        labels = (q.get("metadata") or {}).get("labels") or {}
+        if labels.get(MANAGED_BY[0]) == MANAGED_BY[1] or name in wanted:
+            out.append(q)
+    return out
+
+
 def _flat(value: Any, prefix: str = "") -> dict[str, Any]:
+    """Leaf fields by dotted path. A ``null`` is no field (the API server drops it), and so is
+    an empty mapping."""
     if isinstance(value, dict):
         out: dict[str, Any] = {}
         for k, v in value.items():
             out.update(_flat(v, f"{prefix}.{k}" if prefix else str(k)))
         return out
-    return {prefix: value}
+    if value is None:
+        return {}
+    return {prefix: normal(value)}
+
+
+def _same(a: Any, b: Any) -> bool:
+    # True == 1 in Python: a boolean and a number are different values in YAML
+    return type(a) is type(b) and a == b if isinstance(a, bool) or isinstance(b, bool) else a == b
 
 
 def _diff(before: dict[str, Any], after: dict[str, Any]) -> list[FieldChange]:
     # a Queue's meaning is its spec (labels and the source annotation are bookkeeping)
     a, b = _flat(before.get("spec") or {}), _flat(after.get("spec") or {})
     keys = sorted(set(a) | set(b))
-    return [FieldChange(f"spec.{k}", a.get(k), b.get(k)) for k in keys if a.get(k) != b.get(k)]
+    return [
+        FieldChange(f"spec.{k}", a.get(k), b.get(k))
+        for k in keys
+        if k not in a or k not in b or not _same(a[k], b[k])
+    ]
 
 
 def make_plan(
@@ -248,7 +289,7 @@ def _reclaimable(
                     f"{job.spec.namespace}/{job.spec.name}",
                     name,
                     "reclaimable",
-                    f"queue {name!r} holds {amount('gpu', alloc)} GPUs, its fair share falls "
+                    f"queue {name} holds {amount('gpu', alloc)} GPUs, its fair share falls "
                     f"from {amount('gpu', old_fair)} to {amount('gpu', new_fair)}; this job's "
                     f"{amount('gpu', gpus)} GPUs may be reclaimed by other queues",
                 )
@@ -278,13 +319,21 @@ def _over_limit(built: Any, fair_after: dict[str, QueueShare]) -> list[JobEffect
                             f"{job.namespace}/{job.name}",
                             q.name,
                             "over-limit",
-                            f"queue {q.name!r} holds {amount(r, have)} {r}, above its new "
+                            f"queue {q.name} holds {amount(r, have)} {r}, above its new "
                             f"limit {amount(r, res.limit)}: nothing more starts there until "
                             "enough is released",
                         )
                     )
             break
     return effects
+
+
+def _md(value: Any) -> str:
+    """A value in a Markdown table cell: code, with the cell separator escaped."""
+    if value is None:
+        return f"*{UNSET}*"
+    text = show(value).replace("`", "'").replace("|", "\\|")
+    return f"`{text}`"
 
 
 def markdown(plan: Plan) -> str:
@@ -297,26 +346,25 @@ def markdown(plan: Plan) -> str:
         for q in plan.queues:
             if q.action == "unchanged":
                 continue
-            fields = "<br>".join(f"`{c.path}`: {c.before} → {c.after}" for c in q.changes)
+            fields = "<br>".join(f"`{c.path}`: {_md(c.before)} → {_md(c.after)}" for c in q.changes)
             if q.prune_blocked:
                 fields += f"<br>**prune blocked**: {q.prune_blocked}"
             lines.append(f"| `{q.name}` | {q.action} | {fields} |")
     if plan.with_cluster:
-        lines += [
-            "",
-            "#### Fair share for the current demand (GPUs)",
-            "",
-            "| queue | allocated | before | after |",
-            "|---|---|---|---|",
-        ]
+        lines += ["", "#### Fair share for the current demand (GPUs)", ""]
+        rows = []
         for q in plan.queues:
             b, a = q.fair_before.get("gpu", 0.0), q.fair_after.get("gpu", 0.0)
             if q.action == "unchanged" and abs(a - b) < 1e-9:
                 continue
-            lines.append(
+            rows.append(
                 f"| `{q.name}` | {amount('gpu', q.allocated.get('gpu', 0.0))} | "
                 f"{amount('gpu', b)} | {amount('gpu', a)} |"
             )
+        if rows:
+            lines += ["| queue | allocated | before | after |", "|---|---|---|---|", *rows]
+        else:
+            lines.append("No fair share changes.")
         lines += ["", "#### Running and pending workloads", ""]
         if not plan.effects:
             lines.append("No workload is affected.")
@@ -342,7 +390,7 @@ def text(plan: Plan) -> str:
             )
         lines.append(head)
         for c in q.changes:
-            lines.append(f"    {c.path}: {c.before} -> {c.after}")
+            lines.append(f"    {c.path}: {show(c.before)} -> {show(c.after)}")
         if q.prune_blocked:
             lines.append(f"    prune blocked: {q.prune_blocked}")
     for e in plan.effects:

@@ -99,7 +99,7 @@ def test_plan_names_the_queue_its_fair_share_and_the_reclaimable_jobs(
 
     assert main(["plan", str(changed), "--base-dir", str(EXAMPLES), "--snapshot", snap]) == 0
     markdown = capsys.readouterr().out
-    assert "| `nlp` | changed | `spec.resources.gpu.quota`: 48 → 8 |" in markdown
+    assert "| `nlp` | changed | `spec.resources.gpu.quota`: `48` → `8` |" in markdown
     assert "**reclaimable**" in markdown and "team-nlp/nlp-" in markdown
 
 
