@@ -18,6 +18,7 @@ from kai.api import generate
 from kai.api.crd import CRDError, structural_schema
 from kai.api.registry import KindInfo, all_kinds, lookup
 from kai.api.structural import structural_problems
+from kai.api.types import QUANTITY_PATTERN
 
 KINDS = all_kinds()
 
@@ -99,13 +100,28 @@ def test_kai_crds_match_kai_identity() -> None:
     assert "subresources" not in topology["spec"]["versions"][0]
 
 
-def test_quantities_use_the_kubernetes_int_or_string_form() -> None:
+def test_quantities_are_untyped_scalars_whose_strings_follow_the_grammar() -> None:
+    """int-or-string would refuse 1.5; a preserved untyped node with a pattern accepts every
+    number and still refuses a bad quantity string (the server applies pattern to strings)."""
     shard = _crd(_kind("kai.scheduler/v1", "SchedulingShard"))
     spec = shard["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]
     node = spec["properties"]["goMemLimit"]
-    assert node["x-kubernetes-int-or-string"] is True
-    assert node["anyOf"] == [{"type": "integer"}, {"type": "string"}]
-    assert "type" not in node
+    assert node["x-kubernetes-preserve-unknown-fields"] is True
+    assert node["pattern"] == QUANTITY_PATTERN
+    assert node["nullable"] is True
+    assert "type" not in node and "anyOf" not in node
+    assert "x-kubernetes-int-or-string" not in node
+
+
+def test_optional_fields_are_nullable_and_required_ones_are_not() -> None:
+    tree = _crd(_kind("gitops.kai.scheduler/v1alpha1", "QueueTree"))
+    spec = tree["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]
+    assert spec["properties"]["parent"]["nullable"] is True
+    assert spec["properties"]["defaults"]["nullable"] is True
+    assert "nullable" not in spec["properties"]["queues"]
+    node = spec["properties"]["queues"]["items"]
+    assert "nullable" not in node["properties"]["name"]
+    assert node["properties"]["displayName"]["nullable"] is True
 
 
 # --- the structural checker itself -------------------------------------------------------------
