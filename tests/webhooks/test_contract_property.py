@@ -277,6 +277,7 @@ class Server:
     counter: itertools.count = field(default_factory=itertools.count)
     prefixes: list[str] = field(default_factory=list)
     compared: list[tuple[str, bool, bool]] = field(default_factory=list)
+    examples_applied: bool = False
 
     def run(self, *args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
         return subprocess.run(
@@ -353,6 +354,8 @@ def server(
         # the webhook is gone: remove what the cases stored
         for kind in ("queuetrees", "queues.scheduling.run.ai"):
             env.run("delete", kind, "-l", LABEL, "--wait=false")
+        if env.examples_applied:
+            env.run("delete", "-k", str(ROOT / "examples" / "gitops"), "--wait=false")
         kube.close()
         if embedded is not None:
             embedded.stop()
@@ -394,6 +397,17 @@ def test_validate_and_the_api_server_agree_file_by_file(
     server: Server, case: Case, server_side: bool
 ) -> None:
     _check(server, case, server_side)
+
+
+def test_the_example_repository_is_valid_for_both(server: Server) -> None:
+    """examples/gitops as a whole: kai validate and the API server (kubectl apply -k) agree."""
+    repo = ROOT / "examples" / "gitops"
+    ok, report = _validate_ok(repo)
+    assert ok, report
+    server.examples_applied = True
+    applied = server.run("apply", "-k", str(repo))
+    assert applied.returncode == 0, applied.stderr
+    assert "Warning" not in applied.stderr  # every parent is in the repository
 
 
 def test_generated_files_cover_both_verdicts(server: Server) -> None:
