@@ -386,3 +386,43 @@ def test_recursive_documents_are_checked_to_a_fixed_depth(
     assert crd_check(info, obj(None)) == []
     assert crd_check(info, obj(RECURSION_DEPTH - 1)) != []
     assert crd_check(info, obj(RECURSION_DEPTH + 1)) == []  # beyond the depth: admission's job
+
+
+# --- quantities: the CRD node and kai validate agree on every number and string ----------------
+
+_QUANTITY_TEXT = st.one_of(
+    st.from_regex(
+        r"\A[+-]?([0-9]{1,6}(\.[0-9]{0,3})?|\.[0-9]{1,3})(Ki|Mi|Gi|Ti|Pi|Ei|[numkMGTPE]|[eE][+-]?[0-9]{1,2})?\Z"
+    ),
+    st.text(alphabet="0123456789.+-eEkKMGiu m_x", max_size=8),
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    value=st.one_of(
+        st.integers(-(10**12), 10**12),
+        st.floats(allow_nan=False, allow_infinity=False, width=64),
+        _QUANTITY_TEXT,
+    )
+)
+def test_quantity_node_and_the_model_agree(value: object) -> None:
+    """A number of any form, or a string: the CRD's quantity node (checked by the embedded
+    API server's validator, which applies ``pattern`` to strings only, as the real one) admits
+    exactly what ``kai validate``'s Quantity admits."""
+    from pydantic import TypeAdapter, ValidationError
+
+    from kai.api.types import Quantity
+    from kube_emulator.schema_validation import Validator
+
+    tree = _crd(_kind("gitops.kai.scheduler/v1alpha1", "QueueTree"))
+    spec = tree["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]
+    node = spec["properties"]["queues"]["items"]["properties"]["quota"]["properties"]["cpu"]
+    try:
+        TypeAdapter(Quantity).validate_python(value)
+        model_ok = True
+    except ValidationError:
+        model_ok = False
+    checker = Validator()
+    checker.check(value, node, "spec.queues[0].quota.cpu")
+    assert (not checker.errors) == model_ok, (value, checker.errors)
