@@ -8,7 +8,11 @@ and applied with kubectl to an API server that serves the project's CRDs and cal
 webhook`` (registered with the server): the file is "ok" when every document is admitted. The
 two verdicts must be equal, on the real kube-apiserver and on the embedded one.
 
-Every file uses its own queue names (a per-file prefix), so files do not meet each other in the
+The example repositories are compared too: examples/gitops as a whole, and each file of
+examples/gitops-broken put in place of its namesake (kai validate on that repository, kubectl
+apply of the file over the applied examples).
+
+Every generated file uses its own queue names (a per-file prefix), so files do not meet each other in the
 cluster. A reference to a queue that is not in the file would be an error for ``kai validate``
 (run on the file alone) but only a warning at admission (the parent may be applied later, see
 docs/webhooks.md); such references are never generated. Files also carry a label, so they are
@@ -22,6 +26,7 @@ import io
 import itertools
 import json
 import os
+import shutil
 import subprocess
 import time
 import uuid
@@ -39,6 +44,13 @@ from kai.kube.client import Kube
 from kai.webhooks.app import Options, WebhookApp, free_port
 
 ROOT = Path(__file__).resolve().parents[2]
+EXAMPLES_DIR = ROOT / "examples" / "gitops"
+BROKEN_DIR = ROOT / "examples" / "gitops-broken"
+BROKEN_FILES = sorted(
+    str(p.relative_to(BROKEN_DIR))
+    for p in BROKEN_DIR.rglob("*.yaml")
+    if p.name != "kustomization.yaml"
+)
 LABEL = "contract-test.kai.scheduler/case"
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -278,6 +290,12 @@ class Server:
     prefixes: list[str] = field(default_factory=list)
     compared: list[tuple[str, bool, bool]] = field(default_factory=list)
     examples_applied: bool = False
+    broken_applied: list[Path] = field(default_factory=list)
+
+    def apply_examples(self) -> None:
+        self.examples_applied = True
+        applied = self.run("apply", "-k", str(EXAMPLES_DIR))
+        assert applied.returncode == 0, applied.stderr
 
     def run(self, *args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
         return subprocess.run(
@@ -354,8 +372,10 @@ def server(
         # the webhook is gone: remove what the cases stored
         for kind in ("queuetrees", "queues.scheduling.run.ai"):
             env.run("delete", kind, "-l", LABEL, "--wait=false")
+        for path in env.broken_applied:  # what a broken file left (its valid documents)
+            env.run("delete", "-f", str(path), "--ignore-not-found", "--wait=false")
         if env.examples_applied:
-            env.run("delete", "-k", str(ROOT / "examples" / "gitops"), "--wait=false")
+            env.run("delete", "-k", str(EXAMPLES_DIR), "--wait=false")
         kube.close()
         if embedded is not None:
             embedded.stop()
@@ -401,13 +421,34 @@ def test_validate_and_the_api_server_agree_file_by_file(
 
 def test_the_example_repository_is_valid_for_both(server: Server) -> None:
     """examples/gitops as a whole: kai validate and the API server (kubectl apply -k) agree."""
-    repo = ROOT / "examples" / "gitops"
-    ok, report = _validate_ok(repo)
+    ok, report = _validate_ok(EXAMPLES_DIR)
     assert ok, report
     server.examples_applied = True
-    applied = server.run("apply", "-k", str(repo))
+    applied = server.run("apply", "-k", str(EXAMPLES_DIR))
     assert applied.returncode == 0, applied.stderr
     assert "Warning" not in applied.stderr  # every parent is in the repository
+
+
+@pytest.mark.parametrize("rel", BROKEN_FILES)
+def test_each_broken_file_over_the_examples(
+    server: Server, rel: str, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    """A file of examples/gitops-broken put into examples/gitops (replacing its namesake):
+    kai validate on that repository, and kubectl apply of the file over the applied examples,
+    give the same verdict (all of them are refused)."""
+    repo = tmp_path_factory.mktemp("repo") / "gitops"
+    shutil.copytree(EXAMPLES_DIR, repo)
+    target = repo / rel
+    target.parent.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(BROKEN_DIR / rel, target)
+    expected, report = _validate_ok(repo)
+    server.apply_examples()
+    server.broken_applied.append(BROKEN_DIR / rel)
+    applied = server.run("apply", "-f", str(BROKEN_DIR / rel))
+    got = applied.returncode == 0
+    server.apply_examples()  # put back what the file changed
+    assert got == expected, (rel, report, applied.stdout, applied.stderr)
+    assert not expected, report
 
 
 def test_generated_files_cover_both_verdicts(server: Server) -> None:
