@@ -250,3 +250,17 @@ def test_null_in_a_required_field_is_refused(cluster, kai_crds, kubectl, tmp_pat
     proc = _kubectl(kubectl, cluster, tmp_path, text, "apply", "--server-side", "--dry-run=server")
     assert proc.returncode != 0
     assert "spec.queues[0].name" in proc.stderr
+
+
+@pytest.mark.parametrize("mode", ["create", "server-side"])
+def test_a_null_field_is_not_set_for_the_cel_rules(cluster, kai_crds, kubectl, tmp_path, mode):
+    """minMember: null with minSubGroup: kai validate accepts it (null is "not set"), and so
+    does the CEL rule "at most one of minMember and minSubGroup" on both servers."""
+    text = (
+        "apiVersion: scheduling.run.ai/v2alpha2\nkind: PodGroup\n"
+        "metadata: {name: pg-null, namespace: default}\n"
+        "spec: {queue: q, minMember: null, minSubGroup: 2}\n"
+    )
+    args = ["apply", "--server-side"] if mode == "server-side" else ["create"]
+    proc = _kubectl(kubectl, cluster, tmp_path, text, *args, "--dry-run=server")
+    assert proc.returncode == 0, proc.stderr
