@@ -12,11 +12,12 @@ The example repositories are compared too: examples/gitops as a whole, and each 
 examples/gitops-broken put in place of its namesake (kai validate on that repository, kubectl
 apply of the file over the applied examples).
 
-Every generated file uses its own queue names (a per-file prefix), so files do not meet each other in the
-cluster. A reference to a queue that is not in the file would be an error for ``kai validate``
-(run on the file alone) but only a warning at admission (the parent may be applied later, see
-docs/webhooks.md); such references are never generated. Files also carry a label, so they are
-removed when the test ends.
+Every generated file uses its own queue names (a per-file prefix), so files do not meet each
+other in the cluster. A reference to a queue that is not in the file would be an error for
+``kai validate`` (run on the file alone) but only a warning at admission (the parent may be
+applied later, see docs/webhooks.md); such references are never generated, nor the same object
+twice in one file (to the API server, an update of the first). Files also carry a label, so
+they are removed when the test ends.
 """
 
 from __future__ import annotations
