@@ -259,8 +259,9 @@ def _field(node: Node, name: str) -> Node:
         return obj[name]
 
     def has(env: dict[str, Any]) -> bool:
+        # as the real API server: a field set to null (a nullable field) is not "set"
         obj = node(env)
-        return isinstance(obj, dict) and name in obj
+        return isinstance(obj, dict) and obj.get(name) is not None
 
     get.has_probe = has  # type: ignore[attr-defined]
     return get

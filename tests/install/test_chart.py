@@ -188,6 +188,7 @@ def test_values_schema_names_the_bad_field(helm3: str) -> None:
     cases = {  # Helm 3 names a field scheduler.replicas, Helm 4 /scheduler/replicas
         "scheduler.replicas=-1": "scheduler.replicas",
         "webhook.certificates.mode=manual": "webhook.certificates.mode",
+        "webhook.kaiQueueRules=off": "webhook.kaiQueueRules",
         "logLevel=LOUD": "logLevel",
         "schedulerName=Not_A_Name": "schedulerName",
         "metrics.port=80": "metrics.port",
@@ -383,6 +384,18 @@ def test_webhook_configurations_are_the_ones_kai_webhook_registers(helm3: str) -
             )
             assert key in objects, key
             assert objects[key]["webhooks"] == expected["webhooks"], (key, runtime_class)
+
+
+@pytest.mark.parametrize(("value", "flag"), [(None, None), ("enforce", None), ("warn", "warn")])
+def test_webhook_kai_queue_rules_value_becomes_the_flag(
+    helm3: str, value: str | None, flag: str | None
+) -> None:
+    values = ["webhook.enabled=true"] + ([f"webhook.kaiQueueRules={value}"] if value else [])
+    objects = _template(helm3, *values)
+    (deploy,) = [o for k, o in objects.items() if k[1] == "Deployment" and k[3] == "kai-webhook"]
+    args = deploy["spec"]["template"]["spec"]["containers"][0]["args"]
+    given = [a.split("=", 1)[1] for a in args if a.startswith("--kai-queue-rules=")]
+    assert given == ([flag] if flag else [])  # the default (enforce) is the flag's own default
 
 
 def test_one_scheduler_deployment_per_shard(helm3: str) -> None:

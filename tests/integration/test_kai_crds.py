@@ -164,3 +164,103 @@ def test_podgroup_cel_rule_min_member_or_subgroup(cluster, kai_crds, ns):
         )
     assert err.value.status == 422
     assert "set at most one of minMember and minSubGroup" in status_of(err.value)["message"]
+
+
+# --- one contract: what kai validate accepts, the CRDs accept with the same meaning -----------
+
+_TREE_HEAD = """\
+apiVersion: gitops.kai.scheduler/v1alpha1
+kind: QueueTree
+metadata:
+  name: {name}
+spec:
+"""
+
+
+def _kubectl(kubectl, cluster, tmp_path, text, *args):
+    import subprocess
+
+    path = tmp_path / "doc.yaml"
+    path.write_text(text)
+    return subprocess.run(
+        [kubectl, "--kubeconfig", str(cluster.kubeconfig), *args, "-f", str(path), "-o", "json"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+
+
+@pytest.mark.parametrize(
+    ("written", "stored"),
+    [
+        ("1.5", 1.5),
+        ("0.75", 0.75),
+        ("1e3", 1000),  # kubectl's YAML reader makes it the number 1000
+        ("1e-3", 0.001),
+        ("-1", -1),
+        ('"1e3"', "1e3"),
+        ('"500m"', "500m"),
+    ],
+)
+@pytest.mark.parametrize("mode", ["create", "server-side"])
+def test_quantities_as_yaml_numbers_of_any_form_are_accepted(
+    cluster, kai_crds, kubectl, tmp_path, written, stored, mode
+):
+    import json
+
+    name = f"q-{mode}-{abs(hash(written)) % 10**8}"
+    text = _TREE_HEAD.format(name=name) + (
+        f"  queues:\n  - name: a\n    quota: {{cpu: {written}, memory: {written}}}\n"
+    )
+    args = ["apply", "--server-side"] if mode == "server-side" else ["create"]
+    proc = _kubectl(kubectl, cluster, tmp_path, text, *args, "--dry-run=server")
+    assert proc.returncode == 0, proc.stderr
+    quota = json.loads(proc.stdout)["spec"]["queues"][0]["quota"]
+    assert quota == {"cpu": stored, "memory": stored}
+
+
+@pytest.mark.parametrize("mode", ["create", "server-side"])
+def test_bad_quantity_string_is_still_refused(cluster, kai_crds, kubectl, tmp_path, mode):
+    text = _TREE_HEAD.format(name="bad-q") + "  queues:\n  - name: a\n    quota: {cpu: 2 cores}\n"
+    args = ["apply", "--server-side"] if mode == "server-side" else ["create"]
+    proc = _kubectl(kubectl, cluster, tmp_path, text, *args, "--dry-run=server")
+    assert proc.returncode != 0
+    assert "spec.queues[0].quota.cpu" in proc.stderr and "should match" in proc.stderr
+
+
+@pytest.mark.parametrize("mode", ["create", "server-side"])
+def test_explicit_nulls_on_optional_fields_are_accepted(cluster, kai_crds, kubectl, tmp_path, mode):
+    """An explicit null means "not set" to kai validate; server-side apply (Argo CD, Flux)
+    refuses a null in a non-nullable field, so optional fields are nullable."""
+    import json
+
+    text = _TREE_HEAD.format(name=f"nulls-{mode}") + (
+        "  parent: null\n  defaults: null\n  queues:\n  - name: a\n    displayName: null\n"
+        "    quota: {cpu: null, gpu: null, memory: 1Gi}\n    limit: null\n    children: null\n"
+    )
+    args = ["apply", "--server-side"] if mode == "server-side" else ["create"]
+    proc = _kubectl(kubectl, cluster, tmp_path, text, *args, "--dry-run=server")
+    assert proc.returncode == 0, proc.stderr
+    spec = json.loads(proc.stdout)["spec"]
+    assert spec.get("parent") is None and spec["queues"][0]["quota"]["memory"] == "1Gi"
+
+
+def test_null_in_a_required_field_is_refused(cluster, kai_crds, kubectl, tmp_path):
+    text = _TREE_HEAD.format(name="null-name") + "  queues:\n  - name: null\n"
+    proc = _kubectl(kubectl, cluster, tmp_path, text, "apply", "--server-side", "--dry-run=server")
+    assert proc.returncode != 0
+    assert "spec.queues[0].name" in proc.stderr
+
+
+@pytest.mark.parametrize("mode", ["create", "server-side"])
+def test_a_null_field_is_not_set_for_the_cel_rules(cluster, kai_crds, kubectl, tmp_path, mode):
+    """minMember: null with minSubGroup: kai validate accepts it (null is "not set"), and so
+    does the CEL rule "at most one of minMember and minSubGroup" on both servers."""
+    text = (
+        "apiVersion: scheduling.run.ai/v2alpha2\nkind: PodGroup\n"
+        "metadata: {name: pg-null, namespace: default}\n"
+        "spec: {queue: q, minMember: null, minSubGroup: 2}\n"
+    )
+    args = ["apply", "--server-side"] if mode == "server-side" else ["create"]
+    proc = _kubectl(kubectl, cluster, tmp_path, text, *args, "--dry-run=server")
+    assert proc.returncode == 0, proc.stderr

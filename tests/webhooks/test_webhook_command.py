@@ -37,6 +37,7 @@ def _root_logging_restored() -> Iterator[None]:
             "max-connections-per-client is more than max-connections",
         ),
         (["--http2-connection-buffer", "1Mi"], "connection-buffer must hold one body"),
+        (["--kai-queue-rules", "off"], "invalid choice: 'off'"),
     ],
 )
 def test_bad_usage_exits_2(
@@ -63,8 +64,21 @@ def test_help_lists_the_flags_the_chart_uses(capsys: pytest.CaptureFixture[str])
         "--max-queued",
         "--http2-max-streams",
         "--body-buffer",
+        "--kai-queue-rules",
     ):
         assert flag in out
+
+
+@pytest.mark.parametrize(("argv", "mode"), [([], "enforce"), (["--kai-queue-rules=warn"], "warn")])
+def test_kai_queue_rules_reach_the_options(argv: list[str], mode: str) -> None:
+    import argparse
+
+    from kai.commands import webhook
+
+    parser = argparse.ArgumentParser()
+    webhook.add_arguments(parser)
+    opts = webhook._options(parser.parse_args(argv))
+    assert opts.kai_queue_rules == mode  # type: ignore[attr-defined]
 
 
 def test_print_configurations_for_a_service(capsys: pytest.CaptureFixture[str]) -> None:

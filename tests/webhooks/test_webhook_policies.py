@@ -79,12 +79,65 @@ def test_old_problems_are_not_blamed_on_an_unrelated_change(objects: list[dict])
     assert PolicyValidator(cluster)(request(topology, "UPDATE")).allowed
 
 
-def test_kai_queue_rules_kai_accepts_are_warnings(objects: list[dict]) -> None:
-    queue = copy.deepcopy(_named(objects, "Queue", "default-queue"))
-    queue["spec"]["resources"]["gpu"] = {"quota": 8, "overQuotaWeight": 1, "limit": 4}
-    verdict = PolicyValidator(FakeCluster(objects))(request(queue, "UPDATE"))
-    assert verdict.allowed
-    assert any("[limit-below-quota]" in w for w in verdict.warnings)
+def _raw_queue(name: str, parent: str | None = None, **gpu: float) -> dict:
+    spec: dict = {"resources": {"gpu": {"quota": 0, "overQuotaWeight": 1, "limit": -1, **gpu}}}
+    if parent:
+        spec["parentQueue"] = parent
+    return {
+        "apiVersion": "scheduling.run.ai/v2",
+        "kind": "Queue",
+        "metadata": {"name": name},
+        "spec": spec,
+    }
+
+
+RAW_QUEUE_CASES = {  # rule -> (Queues already in the cluster, the Queue requested)
+    "limit-below-quota": ([], _raw_queue("low", quota=8, limit=4)),
+    "children-quota-sum": (
+        [_raw_queue("top", quota=4), _raw_queue("a", "top", quota=3)],
+        _raw_queue("b", "top", quota=2),
+    ),
+    "child-quota-over-parent-limit": (
+        [_raw_queue("capped", quota=2, limit=2)],
+        _raw_queue("greedy", "capped", quota=3),
+    ),
+}
+
+
+@pytest.mark.parametrize("rule", sorted(RAW_QUEUE_CASES))
+def test_raw_kai_queues_breaking_a_quota_rule_are_refused_by_default(rule: str) -> None:
+    existing, queue = RAW_QUEUE_CASES[rule]
+    verdict = PolicyValidator(FakeCluster(copy.deepcopy(existing)))(request(queue))
+    assert not verdict.allowed
+    assert f"[{rule}]" in verdict.message
+    explicit = PolicyValidator(FakeCluster(copy.deepcopy(existing)), kai_queue_rules="enforce")
+    assert not explicit(request(queue)).allowed
+
+
+@pytest.mark.parametrize("rule", sorted(RAW_QUEUE_CASES))
+def test_kai_queue_rules_warn_admits_them_with_a_warning(rule: str) -> None:
+    existing, queue = RAW_QUEUE_CASES[rule]
+    validator = PolicyValidator(FakeCluster(copy.deepcopy(existing)), kai_queue_rules="warn")
+    verdict = validator(request(queue))
+    assert verdict.allowed, verdict.message
+    assert any(f"[{rule}]" in w and "--kai-queue-rules=warn" in w for w in verdict.warnings)
+
+
+def test_kai_queue_rules_warn_leaves_documents_and_other_rules_refused(
+    objects: list[dict],
+) -> None:
+    validator = PolicyValidator(FakeCluster(objects), kai_queue_rules="warn")
+    product = copy.deepcopy(_named(objects, "QueueTree", "product-teams"))
+    product["spec"]["queues"][0]["quota"]["gpu"] = 100  # a document: still refused
+    assert not validator(request(product, "UPDATE")).allowed
+    cycle_a, cycle_b = _raw_queue("cyc-a", "cyc-b"), _raw_queue("cyc-b", "cyc-a")
+    cyclic = PolicyValidator(FakeCluster([cycle_a]), kai_queue_rules="warn")(request(cycle_b))
+    assert not cyclic.allowed and "[cycle]" in cyclic.message
+
+
+def test_kai_queue_rules_mode_is_checked() -> None:
+    with pytest.raises(ValueError, match="enforce, warn"):
+        PolicyValidator(FakeCluster(), kai_queue_rules="off")
 
 
 def test_compiled_queues_are_left_to_their_document(objects: list[dict]) -> None:

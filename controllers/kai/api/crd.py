@@ -6,9 +6,15 @@ no ``type`` lists, no ``const``, numeric ``exclusiveMinimum`` spelled as a boole
 that form, so the CRD and the schema come from the same model and cannot drift:
 
 - ``$ref`` is inlined (a field's own description wins over the referenced model's);
-- an optional field (``[T, "null"]`` or ``anyOf`` with ``null``) becomes plain ``T``: the API server
-  prunes a ``null`` in a non-nullable field, which is what "omitted" means to our models;
-- a quantity (number or quantity string) becomes Kubernetes' int-or-string Quantity form;
+- an optional field (``[T, "null"]`` or ``anyOf`` with ``null``) becomes ``T`` with
+  ``nullable: true``: an explicit ``null`` means "omitted" to our models, and a non-nullable field
+  would make server-side apply refuse it (a plain create prunes it);
+- a quantity (a YAML number of any form, or a quantity string) becomes an untyped scalar node
+  (``x-kubernetes-preserve-unknown-fields``) whose strings must match the quantity grammar.
+  Kubernetes' int-or-string form would refuse ``1.5`` or ``0.75``, which are valid quantities;
+  the API server applies ``pattern`` to strings only, so numbers of every form pass and a bad
+  quantity string is still refused. What the schema cannot express there (a boolean or a
+  mapping where a quantity belongs) is refused by the admission webhook, as by ``kai validate``;
 - ``additionalProperties: false`` is dropped (unknown fields are pruned, or rejected by strict
   field validation) and ``additionalProperties: true`` becomes
   ``x-kubernetes-preserve-unknown-fields``;
@@ -34,11 +40,12 @@ __all__ = ["RECURSION_DEPTH", "CRDError", "crd_manifest", "structural_schema"]
 # How many times a recursive model is inlined (levels of a queue tree checked by the CRD).
 RECURSION_DEPTH = 6
 
-# The pattern Kubernetes' generators put on resource.Quantity (int-or-string).
-_K8S_QUANTITY = {
-    "anyOf": [{"type": "integer"}, {"type": "string"}],
+# A quantity: any JSON number, or a string in the quantity grammar. No ``type`` (a structural
+# schema has no number-or-string type; int-or-string refuses 1.5), so it is a preserved scalar
+# whose strings the API server checks against ``pattern``.
+_QUANTITY_NODE = {
     "pattern": QUANTITY_PATTERN,
-    "x-kubernetes-int-or-string": True,
+    "x-kubernetes-preserve-unknown-fields": True,
 }
 # Keywords copied unchanged into the structural schema.
 _KEEP = {
@@ -109,6 +116,8 @@ class _Translator:
         kind = _structural_type(schema, path)
         out: dict[str, Any] = {"enum": [schema["const"]]} if "const" in schema else {}
         out["type"] = kind
+        if _allows_null(schema):
+            out["nullable"] = True
         for key, value in schema.items():
             if key in _DROP or key in ("type", "const", "anyOf"):
                 continue
@@ -148,19 +157,23 @@ class _Translator:
         return self.node(base, path, (*stack, ref))
 
     def _any_of(self, schema: dict[str, Any], path: str, stack: tuple[str, ...]) -> dict[str, Any]:
-        """``X | None`` becomes X; a number-or-string quantity becomes int-or-string."""
+        """``X | None`` becomes nullable X; a number-or-string quantity an untyped scalar."""
         branches = [b for b in schema["anyOf"] if not _is_null(b)]
+        nullable = len(branches) < len(schema["anyOf"])
         if len(branches) == 1:
             rest = {k: v for k, v in schema.items() if k != "anyOf"}
             merged = dict(branches[0])
             merged.update(rest)  # the field's description wins
-            return self.node(merged, path, stack)
-        schema["anyOf"] = branches
-        if _is_quantity(schema):
-            quantity = {k: v for k, v in schema.items() if k == "description"}
-            quantity.update(_K8S_QUANTITY)
-            return quantity
-        raise CRDError(f"{path}: anyOf {branches} has no structural form")
+            out = self.node(merged, path, stack)
+        else:
+            schema["anyOf"] = branches
+            if not _is_quantity(schema):
+                raise CRDError(f"{path}: anyOf {branches} has no structural form")
+            out = {k: v for k, v in schema.items() if k == "description"}
+            out.update(_QUANTITY_NODE)
+        if nullable:
+            out["nullable"] = True
+        return out
 
     def _nested(
         self,
@@ -185,6 +198,13 @@ class _Translator:
                 raise CRDError(f"{path}: additionalProperties beside properties")
             out["additionalProperties"] = self.node(value, f"{path}{{}}", stack)
         # additionalProperties False: unknown fields are pruned by the API server
+
+
+def _allows_null(schema: dict[str, Any]) -> bool:
+    """``type: [T, "null"]`` or ``null`` among the enum values: an explicit null is valid."""
+    kind = schema.get("type")
+    enum = schema.get("enum")
+    return (isinstance(kind, list) and "null" in kind) or (isinstance(enum, list) and None in enum)
 
 
 def _structural_type(schema: dict[str, Any], path: str) -> str:

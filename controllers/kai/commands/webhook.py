@@ -110,6 +110,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="the HTTPS layer: python (ssl and h2) or granian (TLS and HTTP/2 in Rust; needs "
         "the kai[granian] extra) (default: python)",
     )
+    parser.add_argument(
+        "--kai-queue-rules",
+        choices=("enforce", "warn"),
+        default="enforce",
+        help="raw scheduling.run.ai/v2 Queues whose limit is below their quota, whose "
+        "children's quotas sum above theirs, or whose quota is above the parent's limit: "
+        "enforce refuses them as kai validate does; warn admits them with a warning (for "
+        "clusters migrating from KAI whose Queues already break these rules) (default: enforce)",
+    )
     from kai.commands._logs import add_logging_options
 
     add_logging_options(parser)
@@ -291,6 +300,7 @@ def _options(args: argparse.Namespace) -> object:
         gpu_runtime_class=args.gpu_runtime_class,
         workers=args.workers,
         server_backend=args.server_backend,
+        kai_queue_rules=args.kai_queue_rules,
     )
 
 

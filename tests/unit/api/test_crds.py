@@ -18,6 +18,7 @@ from kai.api import generate
 from kai.api.crd import CRDError, structural_schema
 from kai.api.registry import KindInfo, all_kinds, lookup
 from kai.api.structural import structural_problems
+from kai.api.types import QUANTITY_PATTERN
 
 KINDS = all_kinds()
 
@@ -99,13 +100,28 @@ def test_kai_crds_match_kai_identity() -> None:
     assert "subresources" not in topology["spec"]["versions"][0]
 
 
-def test_quantities_use_the_kubernetes_int_or_string_form() -> None:
+def test_quantities_are_untyped_scalars_whose_strings_follow_the_grammar() -> None:
+    """int-or-string would refuse 1.5; a preserved untyped node with a pattern accepts every
+    number and still refuses a bad quantity string (the server applies pattern to strings)."""
     shard = _crd(_kind("kai.scheduler/v1", "SchedulingShard"))
     spec = shard["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]
     node = spec["properties"]["goMemLimit"]
-    assert node["x-kubernetes-int-or-string"] is True
-    assert node["anyOf"] == [{"type": "integer"}, {"type": "string"}]
-    assert "type" not in node
+    assert node["x-kubernetes-preserve-unknown-fields"] is True
+    assert node["pattern"] == QUANTITY_PATTERN
+    assert node["nullable"] is True
+    assert "type" not in node and "anyOf" not in node
+    assert "x-kubernetes-int-or-string" not in node
+
+
+def test_optional_fields_are_nullable_and_required_ones_are_not() -> None:
+    tree = _crd(_kind("gitops.kai.scheduler/v1alpha1", "QueueTree"))
+    spec = tree["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]
+    assert spec["properties"]["parent"]["nullable"] is True
+    assert spec["properties"]["defaults"]["nullable"] is True
+    assert "nullable" not in spec["properties"]["queues"]
+    node = spec["properties"]["queues"]["items"]
+    assert "nullable" not in node["properties"]["name"]
+    assert node["properties"]["displayName"]["nullable"] is True
 
 
 # --- the structural checker itself -------------------------------------------------------------
@@ -370,3 +386,43 @@ def test_recursive_documents_are_checked_to_a_fixed_depth(
     assert crd_check(info, obj(None)) == []
     assert crd_check(info, obj(RECURSION_DEPTH - 1)) != []
     assert crd_check(info, obj(RECURSION_DEPTH + 1)) == []  # beyond the depth: admission's job
+
+
+# --- quantities: the CRD node and kai validate agree on every number and string ----------------
+
+_QUANTITY_TEXT = st.one_of(
+    st.from_regex(
+        r"\A[+-]?([0-9]{1,6}(\.[0-9]{0,3})?|\.[0-9]{1,3})(Ki|Mi|Gi|Ti|Pi|Ei|[numkMGTPE]|[eE][+-]?[0-9]{1,2})?\Z"
+    ),
+    st.text(alphabet="0123456789.+-eEkKMGiu m_x", max_size=8),
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    value=st.one_of(
+        st.integers(-(10**12), 10**12),
+        st.floats(allow_nan=False, allow_infinity=False, width=64),
+        _QUANTITY_TEXT,
+    )
+)
+def test_quantity_node_and_the_model_agree(value: object) -> None:
+    """A number of any form, or a string: the CRD's quantity node (checked by the embedded
+    API server's validator, which applies ``pattern`` to strings only, as the real one) admits
+    exactly what ``kai validate``'s Quantity admits."""
+    from pydantic import TypeAdapter, ValidationError
+
+    from kai.api.types import Quantity
+    from kube_emulator.schema_validation import Validator
+
+    tree = _crd(_kind("gitops.kai.scheduler/v1alpha1", "QueueTree"))
+    spec = tree["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]
+    node = spec["properties"]["queues"]["items"]["properties"]["quota"]["properties"]["cpu"]
+    try:
+        TypeAdapter(Quantity).validate_python(value)
+        model_ok = True
+    except ValidationError:
+        model_ok = False
+    checker = Validator()
+    checker.check(value, node, "spec.queues[0].quota.cpu")
+    assert (not checker.errors) == model_ok, (value, checker.errors)
