@@ -41,9 +41,14 @@ kai-webhook
 "true" when a shared cluster-wide object (KAI's PriorityClasses, default queues, the
 reservation namespace) may be rendered: it does not exist yet, or this release owns it. Another
 install's object is left alone. `helm template` (and Argo CD) cannot look up: always "true".
+A kind the API server does not serve yet (the Queue CRD that `helm install` has just created
+from crds/, before its discovery is up) has no objects: no lookup, which would fail the install.
 */}}
 {{- define "kai.mayOwn" -}}
-{{- $existing := lookup .apiVersion .kind "" .name -}}
+{{- $existing := dict -}}
+{{- if .root.Capabilities.APIVersions.Has (printf "%s/%s" .apiVersion .kind) -}}
+{{- $existing = lookup .apiVersion .kind "" .name -}}
+{{- end -}}
 {{- if not $existing -}}
 true
 {{- else -}}
