@@ -99,7 +99,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         choices=("python", "granian"),
         default="python",
         help="the HTTPS layer: python (ssl and h2) or granian (TLS and HTTP/2 in Rust; needs "
-        "the kai[granian] extra) (default: python)",
+        "the kai-gitops-scheduler[granian] extra) (default: python)",
     )
     from kai.commands._logs import add_logging_options
 
@@ -151,7 +151,8 @@ def _options(args: argparse.Namespace) -> object:
         if importlib.util.find_spec("granian") is None:
             raise SystemExit(
                 "kai webhook: --server-backend granian needs the granian package, which is not "
-                "installed: pip install 'kai[granian]' (or use --server-backend python)"
+                "installed: pip install 'kai-gitops-scheduler[granian]' "
+                "(or use --server-backend python)"
             )
     return Options(
         port=args.port,
