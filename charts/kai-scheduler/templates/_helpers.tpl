@@ -59,6 +59,20 @@ true
 {{- end -}}
 {{- end }}
 
+{{/*
+"true" when the object does not exist in the cluster (or its kind is not served yet, as right
+after `helm install` created the CRDs). `helm template` (and Argo CD): always "true".
+*/}}
+{{- define "kai.absent" -}}
+{{- $existing := dict -}}
+{{- if .root.Capabilities.APIVersions.Has (printf "%s/%s" .apiVersion .kind) -}}
+{{- $existing = lookup .apiVersion .kind "" .name -}}
+{{- end -}}
+{{- if not $existing -}}
+true
+{{- end -}}
+{{- end }}
+
 {{/* The pod-level and container-level security settings of every component. */}}
 {{- define "kai.podSecurityContext" -}}
 runAsNonRoot: true
