@@ -508,3 +508,31 @@ def test_binder_and_podgrouper_in_the_schedulers_process(helm3: str) -> None:
         check=False,
     )
     assert refused.returncode != 0 and "not with scheduler.shards" in refused.stderr
+
+
+def test_default_queues_are_created_before_the_webhook_and_never_deleted(helm3: str) -> None:
+    """The default queues are Helm pre-install/pre-upgrade hooks (the parent first): created
+    before the release's webhook configurations exist, so a fresh install never waits for the
+    webhook, and never deleted by Helm (a hook's object outlives the release). Every other
+    object is a plain release object, deleted on uninstall."""
+    objects = _template(helm3)
+    queues = {k[3]: o for k, o in objects.items() if o["kind"] == "Queue"}
+    assert set(queues) == {"default-parent-queue", "default-queue"}
+    weights = {}
+    for name, queue in queues.items():
+        annotations = queue["metadata"]["annotations"]
+        assert annotations["helm.sh/hook"] == "pre-install,pre-upgrade", name
+        weights[name] = int(annotations["helm.sh/hook-weight"])
+    assert weights["default-parent-queue"] < weights["default-queue"]
+    hooks = [
+        k
+        for k, o in objects.items()
+        if o["kind"] != "Queue" and "helm.sh/hook" in (o["metadata"].get("annotations") or {})
+    ]
+    assert all(objects[k]["metadata"]["annotations"]["helm.sh/hook"] == "test" for k in hooks)
+    assert (
+        "admissionregistration.k8s.io/v1",
+        "ValidatingWebhookConfiguration",
+        "",
+        "kai-webhook",
+    ) in objects
