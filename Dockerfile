@@ -2,8 +2,9 @@
 # kai: one image for every component (kai scheduler | binder | podgrouper | controller | webhook).
 #   docker build -t REGISTRY/kai:0.1.0 .
 #   docker run --rm REGISTRY/kai:0.1.0 --help
-# Stage 1 builds a wheel of kai and the wheels of its runtime dependencies; stage 2 installs
-# them into a virtual environment on a slim Python base and runs as a non-root user.
+# Stage 1 builds a wheel of kai (the distribution kai-gitops-scheduler) and the wheels of its
+# runtime dependencies; stage 2 installs them into a virtual environment on a slim Python base
+# and runs as a non-root user.
 
 ARG PYTHON_VERSION=3.11
 
@@ -26,7 +27,7 @@ ENV PIP_DISABLE_PIP_VERSION_CHECK=1 \
     PATH=/opt/kai/bin:$PATH
 COPY --from=build /wheels /wheels
 RUN python -m venv /opt/kai \
-    && /opt/kai/bin/pip install --no-index --find-links=/wheels kai \
+    && /opt/kai/bin/pip install --no-index --find-links=/wheels kai-gitops-scheduler \
     && rm -rf /wheels \
     && groupadd --system --gid 10001 kai \
     && useradd --system --uid 10001 --gid kai --no-create-home --home-dir /nonexistent \

@@ -82,6 +82,7 @@ class _PinnedHTTPS(http.client.HTTPSConnection):
 class Admission:
     def __init__(self, core: ApiCore) -> None:
         self.core = core
+        self._contexts: dict[str, ssl.SSLContext] = {}  # caBundle -> TLS client context
 
     # -- selection --------------------------------------------------------------------------
     def _hooks(
@@ -312,13 +313,26 @@ class Admission:
             )
         return response
 
+    def _context(self, ca: str) -> ssl.SSLContext:
+        """The TLS client context for a ``caBundle`` ("": the system's CAs), made once per
+        bundle: making one reads and parses the CA certificates (a system bundle takes tens of
+        milliseconds, far more on a busy machine), which per call would cost more than the call.
+        A few bundles at most (a CA rotation adds one); the cache is emptied past that."""
+        context = self._contexts.get(ca)
+        if context is None:
+            if len(self._contexts) >= 8:
+                self._contexts.clear()
+            if ca:
+                context = ssl.create_default_context(cadata=base64.b64decode(ca).decode())
+            else:
+                context = ssl.create_default_context()
+            self._contexts[ca] = context
+        return context
+
     def _post(self, hook: dict[str, Any], body: bytes) -> dict[str, Any]:
         cc = hook.get("clientConfig") or {}
         timeout = float(hook.get("timeoutSeconds") or 10)
-        ca = cc.get("caBundle")
-        context = ssl.create_default_context()
-        if ca:
-            context = ssl.create_default_context(cadata=base64.b64decode(ca).decode())
+        context = self._context(cc.get("caBundle") or "")
         if cc.get("url"):
             parts = urlsplit(cc["url"])
             if parts.scheme != "https":

@@ -53,6 +53,9 @@ from argo_workflows.model.io_argoproj_workflow_v1alpha1_workflow_template import
 from argo_workflows.model.object_meta import ObjectMeta
 
 SOURCE = "/work/src"
+# the image of the kai release the pipeline runs, pinned
+# (`docker build -t registry.example.com/kai:0.1.0 .` in a checkout of that release)
+IMAGE = "registry.example.com/kai:0.1.0"
 PLAN = "/tmp/plan.md"
 HEADER = """\
 # kai validate + kai plan for a pull request, as an Argo Workflows WorkflowTemplate.
@@ -134,7 +137,12 @@ def build() -> WorkflowTemplate:
                     _param("revision", description="the pull request's head commit"),
                     _param("base", "main", "the branch the pull request merges into"),
                     _param("path", "queues", "the GitOps documents in the repository"),
-                    _param("image", "kai:latest", "an image with the kai command (Dockerfile)"),
+                    _param(
+                        "image",
+                        IMAGE,
+                        "the kai image built from this repository's Dockerfile, pinned to a"
+                        " release tag (never :latest)",
+                    ),
                 ]
             ),
             templates=[main, validate, plan],

@@ -137,6 +137,18 @@ def test_kai_up_headless_then_kubectl(tmp_path: Path) -> None:
         )
         queues = {q["metadata"]["name"] for q in kube.list(QUEUES)["items"]}
         assert {"research", "nlp", "pretraining", "notebooks"} <= queues
+        # the admission webhook runs by default, registered with the embedded API server: every
+        # fractional-GPU pod of the sample mix got KAI's GPU-sharing environment
+        assert any("kai up: admission webhook" in line for line in lines), "".join(lines)
+        fractional = [
+            p
+            for p in kube.list(PODS)["items"]
+            if "gpu-fraction" in (p["metadata"].get("annotations") or {})
+        ]
+        assert fractional
+        for p in fractional:
+            env = {e["name"] for c in p["spec"]["containers"] for e in c.get("env") or []}
+            assert "NVIDIA_VISIBLE_DEVICES" in env, p["metadata"]["name"]
         eventually(lambda: _dashboard_metrics_missing(metrics_url) == [], timeout=30)
         kubectl = _find_kubectl()
         if kubectl is not None:

@@ -38,6 +38,7 @@ def main() -> int:
             "--set",
             "webhook.certificates.mode=cert-manager",
         ],
+        [kubectl, "kustomize", str(ROOT / "manifests" / "crds")],
         [kubectl, "kustomize", str(ROOT)],
         [kubectl, "kustomize", str(ROOT / "argocd")],
         [sys.executable, str(ROOT / "tests" / "install" / "manifests_from_chart.py")],

@@ -233,3 +233,65 @@ def reservation_kubelet(core: Any) -> Iterator[None]:
     finally:
         stop.set()
         thread.join(timeout=10)
+
+
+@contextmanager
+def local_webhook(kubeconfig: Path, kubectl: str, namespace: str, workdir: Path) -> Iterator[Path]:
+    """``kai webhook`` as a process here, registered at its own URL (``--self-register``: no
+    Service routes to a process on this machine), replacing the configurations an install
+    made; yields its log. On exit it stops, and its configurations go with it."""
+    port = free_port()
+    log = workdir / "webhook.log"
+    args = [
+        *KAI,
+        "webhook",
+        "--kubeconfig",
+        str(kubeconfig),
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(port),
+        "--metrics-port",
+        str(free_port()),
+        "--self-register",
+        f"https://127.0.0.1:{port}",
+        "--namespace",
+        namespace,
+    ]
+    with log.open("wb") as out:
+        proc = subprocess.Popen(
+            args,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            cwd=ROOT,
+            env={**os.environ, "PYTHONUNBUFFERED": "1"},
+        )
+    try:
+
+        def registered() -> bool:
+            got = run(
+                [
+                    kubectl,
+                    "--kubeconfig",
+                    str(kubeconfig),
+                    "get",
+                    "validatingwebhookconfiguration,mutatingwebhookconfiguration",
+                    "-o",
+                    "yaml",
+                ],
+                check=False,
+            ).stdout
+            return got.count(f"127.0.0.1:{port}") >= 4 and "caBundle" in got
+
+        if proc.poll() is not None:
+            raise AssertionError(log.read_text())
+        wait(registered, 60, f"kai webhook registered at its URL:\n{log.read_text()}")
+        yield log
+    finally:
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(timeout=10)

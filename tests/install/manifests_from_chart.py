@@ -20,8 +20,9 @@ CHART = ROOT / "charts" / "kai-scheduler"
 MANIFESTS = ROOT / "manifests"
 RELEASE = NAMESPACE = "kai-scheduler"
 DIRS = ("rbac", "deploy", "webhooks", "priorityclasses", "queues")
-#: what `kubectl apply -k .` installs; manifests/webhooks is added by hand (docs/install.md)
-DEFAULT_DIRS = ("crds", "rbac", "deploy", "priorityclasses", "queues")
+#: what `kubectl apply -k .` installs: everything but the CRDs, which are a step of their own
+#: (`kubectl apply -k manifests/crds`), so that `kubectl delete -k .` never deletes them
+DEFAULT_DIRS = ("rbac", "deploy", "webhooks", "priorityclasses", "queues")
 #: the labels Helm (not kai) puts on every object
 HELM_LABELS = (
     "helm.sh/chart",
@@ -36,6 +37,9 @@ HEADER = (
 HELM_LABEL_LINE = re.compile(
     r"^\s+(" + "|".join(re.escape(k) for k in HELM_LABELS) + r"):.*\n", re.M
 )
+#: an annotations block holding only Helm's hook keys (the default queues are Helm hooks; in
+#: the kustomize base they are plain objects)
+HELM_HOOK_ANNOTATIONS = re.compile(r"^\s+annotations:\n(?:\s+helm\.sh/hook[-\w]*:.*\n)+", re.M)
 
 NAMESPACE_YAML = f"""\
 # kai's own namespace (Helm installs into the release namespace: helm install -n NAMESPACE
@@ -61,12 +65,12 @@ def helm_template(helm: str, *values: str) -> str:
 
 
 def strip_helm_labels(text: str) -> str:
-    return HELM_LABEL_LINE.sub("", text)
+    return HELM_HOOK_ANNOTATIONS.sub("", HELM_LABEL_LINE.sub("", text))
 
 
 def render(helm: str) -> dict[Path, str]:
     """Every file of manifests/ except crds/, as the chart renders it."""
-    rendered = helm_template(helm, "webhook.enabled=true")
+    rendered = helm_template(helm)
     by_source: dict[str, list[str]] = {}
     for doc in re.split(r"^---\s*$", rendered, flags=re.M):
         match = re.search(r"^# Source: kai-scheduler/templates/(\S+)$", doc, flags=re.M)
@@ -93,12 +97,15 @@ def render(helm: str) -> dict[Path, str]:
             + "".join(f"- {n}\n" for n in names)
         )
     files[ROOT / "kustomization.yaml"] = (
-        "# kai, everything but the admission webhooks: kubectl apply --server-side -k .\n"
+        "# kai without its CRDs, the admission webhooks included (self-managed certificates):\n"
+        "#   kubectl apply --server-side -k manifests/crds   # first, a step of its own\n"
+        "#   kubectl apply --server-side -k .\n"
         "# (the objects of `helm install kai-scheduler charts/kai-scheduler -n kai-scheduler`,\n"
-        "# docs/install.md). Rendered by tests/install/manifests_from_chart.py --write.\n"
+        "# docs/install.md). The CRDs are not here, so that removing kai never removes them and\n"
+        "# with them every Queue, PodGroup and policy document. Rendered by\n"
+        "# tests/install/manifests_from_chart.py --write.\n"
         "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nresources:\n"
         + "".join(f"- manifests/{d}\n" for d in DEFAULT_DIRS)
-        + "# - manifests/webhooks   # once its certificates are settled (docs/install.md)\n"
     )
     return files
 

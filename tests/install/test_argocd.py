@@ -187,6 +187,13 @@ def test_applications_sync_crds_first_then_the_chart_then_the_policy() -> None:
     )
     assert crds["spec"]["source"]["path"] == "manifests/crds"
     assert crds["spec"]["syncPolicy"]["automated"]["prune"] is False
+    # deleting an Application never deletes the CRDs nor the policy documents (with them every
+    # Queue, PodGroup and document): not pruned, Delete=false on every object, no finalizer
+    # that would cascade
+    for app in (crds, policy):
+        annotations = app["spec"]["source"]["kustomize"]["commonAnnotations"]
+        assert annotations["argocd.argoproj.io/sync-options"] == "Delete=false"
+    assert "finalizers" not in crds["metadata"]
     assert chart["spec"]["source"]["path"] == "charts/kai-scheduler"
     assert chart["spec"]["source"]["helm"]["skipCrds"] is True
     options = chart["spec"]["syncPolicy"]["syncOptions"]

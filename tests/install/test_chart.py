@@ -81,45 +81,58 @@ def test_helm_lint_is_clean(which: str, request: pytest.FixtureRequest) -> None:
         assert "[WARNING]" not in out.stdout and "[ERROR]" not in out.stdout, out.stdout
 
 
+def _without_hooks(objects: dict[Key, dict[str, Any]]) -> dict[Key, dict[str, Any]]:
+    """The chart's objects as the kustomize base has them: Helm's labels removed, the hook
+    annotations of the default queues (plain objects in the base) removed, `helm test` gone."""
+    kept = {}
+    for key, obj in objects.items():
+        obj = _without_helm_labels(obj)
+        annotations = obj["metadata"].get("annotations") or {}
+        if annotations.get("helm.sh/hook") == "test":
+            continue
+        for name in [a for a in annotations if a.startswith("helm.sh/hook")]:
+            del annotations[name]
+        if "annotations" in obj["metadata"] and not annotations:
+            del obj["metadata"]["annotations"]
+        kept[key] = obj
+    return kept
+
+
 def test_chart_and_kustomize_render_the_same_objects(
     helm3: str, kubectl: str, tmp_path: Path
 ) -> None:
-    """`helm template` (defaults) and `kubectl kustomize .`: the same objects, field for field,
-    once Helm's own labels are removed; the kustomize base adds only the kai-scheduler Namespace
-    (Helm installs into the release namespace: --create-namespace). With webhook.enabled, the
-    chart equals the base plus manifests/webhooks."""
-    chart = {k: _without_helm_labels(v) for k, v in _template(helm3).items()}
-    chart = {
-        k: v
-        for k, v in chart.items()
-        if "helm.sh/hook" not in (v["metadata"].get("annotations") or {})
-    }
-    base = _kustomize(kubectl, ROOT)
+    """`helm template --include-crds` (defaults: the webhook on) and the two kustomize steps
+    (`manifests/crds`, then the root `.`): the same objects, field for field, once Helm's own
+    labels and hook annotations are removed; the kustomize base adds only the kai-scheduler
+    Namespace (Helm installs into the release namespace: --create-namespace). The root has no
+    CRD (removing it never removes them). With webhook.enabled=false, the chart equals the base
+    without manifests/webhooks."""
+    chart = _without_hooks(_template(helm3))
+    root = _kustomize(kubectl, ROOT)
+    assert not [k for k in root if k[1] == "CustomResourceDefinition"], "CRDs in the root"
+    crds = _kustomize(kubectl, ROOT / "manifests" / "crds")
+    assert {k[1] for k in crds} == {"CustomResourceDefinition"}
+    base = {**crds, **root}
     namespace = ("v1", "Namespace", "", "kai-scheduler")
     assert namespace in base
     del base[namespace]
     assert sorted(chart) == sorted(base)
     for key in chart:
         assert chart[key] == base[key], key
+    assert any(k[1] == "ValidatingWebhookConfiguration" for k in root), "the webhook is on"
 
-    overlay = tmp_path / "with-webhooks"
+    overlay = tmp_path / "without-webhooks"
     overlay.mkdir()
-    base = os.path.relpath(ROOT, overlay)  # kustomize takes relative paths only
+    rel = os.path.relpath(ROOT, overlay)  # kustomize takes relative paths only
+    dirs = [d for d in mfc.DEFAULT_DIRS if d != "webhooks"]
     (overlay / "kustomization.yaml").write_text(
-        f"resources:\n- {base}\n- {base}/manifests/webhooks\n"
+        "resources:\n" + "".join(f"- {rel}/manifests/{d}\n" for d in ("crds", *dirs))
     )
-    with_webhooks = _kustomize(kubectl, overlay)
-    del with_webhooks[namespace]
-    chart = {
-        k: _without_helm_labels(v) for k, v in _template(helm3, "webhook.enabled=true").items()
-    }
-    chart = {
-        k: v
-        for k, v in chart.items()
-        if "helm.sh/hook" not in (v["metadata"].get("annotations") or {})
-    }
-    assert sorted(chart) == sorted(with_webhooks)
-    assert all(chart[k] == with_webhooks[k] for k in chart)
+    without = _kustomize(kubectl, overlay)
+    del without[namespace]
+    chart = _without_hooks(_template(helm3, "webhook.enabled=false"))
+    assert sorted(chart) == sorted(without)
+    assert all(chart[k] == without[k] for k in chart)
 
 
 def test_manifests_are_rendered_from_the_current_chart(helm3: str) -> None:
@@ -143,9 +156,8 @@ def test_chart_crds_are_the_generated_ones() -> None:
     "values",
     [
         [],
-        ["webhook.enabled=true"],
+        ["webhook.enabled=false"],
         [
-            "webhook.enabled=true",
             "webhook.certificates.mode=cert-manager",
             "metrics.serviceMonitor.enabled=true",
             "scheduler.replicas=2",
@@ -159,7 +171,7 @@ def test_chart_crds_are_the_generated_ones() -> None:
         ],
         ["scheduler.inProcess={binder,podgrouper}"],
     ],
-    ids=["defaults", "webhook", "cert-manager", "shards", "in-process"],
+    ids=["defaults", "no-webhook", "cert-manager", "shards", "in-process"],
 )
 def test_every_rendered_object_is_valid(helm3: str, values: list[str]) -> None:
     """Built-in kinds against Kubernetes' own schemas (1.36, strict: no unknown field); ours
@@ -509,3 +521,31 @@ def test_binder_and_podgrouper_in_the_schedulers_process(helm3: str) -> None:
         check=False,
     )
     assert refused.returncode != 0 and "not with scheduler.shards" in refused.stderr
+
+
+def test_default_queues_are_created_before_the_webhook_and_never_deleted(helm3: str) -> None:
+    """The default queues are Helm pre-install/pre-upgrade hooks (the parent first): created
+    before the release's webhook configurations exist, so a fresh install never waits for the
+    webhook, and never deleted by Helm (a hook's object outlives the release). Every other
+    object is a plain release object, deleted on uninstall."""
+    objects = _template(helm3)
+    queues = {k[3]: o for k, o in objects.items() if o["kind"] == "Queue"}
+    assert set(queues) == {"default-parent-queue", "default-queue"}
+    weights = {}
+    for name, queue in queues.items():
+        annotations = queue["metadata"]["annotations"]
+        assert annotations["helm.sh/hook"] == "pre-install,pre-upgrade", name
+        weights[name] = int(annotations["helm.sh/hook-weight"])
+    assert weights["default-parent-queue"] < weights["default-queue"]
+    hooks = [
+        k
+        for k, o in objects.items()
+        if o["kind"] != "Queue" and "helm.sh/hook" in (o["metadata"].get("annotations") or {})
+    ]
+    assert all(objects[k]["metadata"]["annotations"]["helm.sh/hook"] == "test" for k in hooks)
+    assert (
+        "admissionregistration.k8s.io/v1",
+        "ValidatingWebhookConfiguration",
+        "",
+        "kai-webhook",
+    ) in objects

@@ -108,7 +108,8 @@ def test_the_wheel_of_the_build_stage_holds_the_components(tmp_path: Path) -> No
     if out.returncode != 0 and "No matching distribution found for setuptools" in out.stderr:
         pytest.skip("no package index for the build backend (setuptools)")
     assert out.returncode == 0, out.stderr
-    (wheel,) = tmp_path.glob("kai-*.whl")
+    # the distribution's name (pyproject.toml), normalised as in a wheel's file name
+    (wheel,) = tmp_path.glob("kai_gitops_scheduler-*.whl")
     names = set(zipfile.ZipFile(wheel).namelist())
     for module in (
         "kai/cli.py",

@@ -19,6 +19,7 @@ from packaging.utils import canonicalize_name
 from packaging.version import Version
 
 ROOT = Path(__file__).resolve().parents[2]
+DISTRIBUTION = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["name"]
 REGENERATE = "regenerate it with .ci/update-constraints"
 
 
@@ -59,7 +60,7 @@ def _applies(req: Requirement, extra: str = "") -> bool:
 
 
 def _third_party(reqs: list[Requirement]) -> list[Requirement]:
-    return [r for r in reqs if canonicalize_name(r.name) != "kai" and _applies(r)]
+    return [r for r in reqs if canonicalize_name(r.name) != DISTRIBUTION and _applies(r)]
 
 
 def test_every_direct_dependency_is_pinned_inside_its_range() -> None:
@@ -113,7 +114,7 @@ def _closure(roots: list[Requirement]) -> dict[str, str]:
                 stack.append((sub, ""))
             else:
                 stack.extend((sub, e) for e in extras_needed)
-    return {k: v for k, v in seen.items() if "[" not in k and k != "kai"}
+    return {k: v for k, v in seen.items() if "[" not in k and k != DISTRIBUTION}
 
 
 def test_constraints_list_exactly_what_the_dev_install_pulls_in() -> None:

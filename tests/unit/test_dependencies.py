@@ -34,7 +34,7 @@ def _project() -> dict[str, object]:
 
 def _names(reqs: object) -> set[str]:
     assert isinstance(reqs, list)
-    return {canonicalize_name(Requirement(r).name) for r in reqs} - {"kai"}
+    return {canonicalize_name(Requirement(r).name) for r in reqs} - {"kai-gitops-scheduler"}
 
 
 def _imported_distributions(package: str) -> dict[str, set[str]]:
@@ -92,12 +92,15 @@ def test_the_local_extra_holds_what_the_emulator_imports() -> None:
     assert set(imported) == local, (
         f"the emulator imports {sorted(imported)}; the local extra lists {sorted(local)}"
     )
-    assert "kai[local]" in extras["dev"], "the dev extra brings the emulator's dependencies"
+    assert "kai-gitops-scheduler[local]" in extras["dev"], (
+        "the dev extra brings the emulator's dependencies"
+    )
 
 
 def test_apiserver_tls_without_its_dependency_says_how_to_install_it() -> None:
-    """Without the ``cryptography`` package (not installed with plain ``pip install kai``),
-    ``kai apiserver --tls`` refuses to start and names the extra that brings it."""
+    """Without the ``cryptography`` package (not installed with plain
+    ``pip install kai-gitops-scheduler``), ``kai apiserver --tls`` refuses to start and names
+    the extra that brings it."""
     script = textwrap.dedent(
         """
         import sys
@@ -116,5 +119,6 @@ def test_apiserver_tls_without_its_dependency_says_how_to_install_it() -> None:
     assert proc.returncode == 2, proc.stderr
     assert proc.stdout == ""
     assert proc.stderr == (
-        "kai apiserver: --tls needs the 'cryptography' package: pip install 'kai[local]'\n"
+        "kai apiserver: --tls needs the 'cryptography' package: "
+        "pip install 'kai-gitops-scheduler[local]'\n"
     )

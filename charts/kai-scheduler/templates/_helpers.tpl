@@ -41,9 +41,14 @@ kai-webhook
 "true" when a shared cluster-wide object (KAI's PriorityClasses, default queues, the
 reservation namespace) may be rendered: it does not exist yet, or this release owns it. Another
 install's object is left alone. `helm template` (and Argo CD) cannot look up: always "true".
+A kind the API server does not serve yet (the Queue CRD that `helm install` has just created
+from crds/, before its discovery is up) has no objects: no lookup, which would fail the install.
 */}}
 {{- define "kai.mayOwn" -}}
-{{- $existing := lookup .apiVersion .kind "" .name -}}
+{{- $existing := dict -}}
+{{- if .root.Capabilities.APIVersions.Has (printf "%s/%s" .apiVersion .kind) -}}
+{{- $existing = lookup .apiVersion .kind "" .name -}}
+{{- end -}}
 {{- if not $existing -}}
 true
 {{- else -}}
@@ -51,6 +56,20 @@ true
 {{- if and (eq (index $annotations "meta.helm.sh/release-name" | default "") .root.Release.Name) (eq (index $annotations "meta.helm.sh/release-namespace" | default "") .root.Release.Namespace) -}}
 true
 {{- end -}}
+{{- end -}}
+{{- end }}
+
+{{/*
+"true" when the object does not exist in the cluster (or its kind is not served yet, as right
+after `helm install` created the CRDs). `helm template` (and Argo CD): always "true".
+*/}}
+{{- define "kai.absent" -}}
+{{- $existing := dict -}}
+{{- if .root.Capabilities.APIVersions.Has (printf "%s/%s" .apiVersion .kind) -}}
+{{- $existing = lookup .apiVersion .kind "" .name -}}
+{{- end -}}
+{{- if not $existing -}}
+true
 {{- end -}}
 {{- end }}
 

@@ -230,11 +230,14 @@ def use_tls(command: str, explicit: bool, no_tls: bool, log_format: str) -> bool
         return True
     if explicit:
         complain(
-            command, "--tls needs the 'cryptography' package: pip install 'kai[local]'", log_format
+            command,
+            "--tls needs the 'cryptography' package: pip install 'kai-gitops-scheduler[local]'",
+            log_format,
         )
         return None
     logging.getLogger(f"kai.{command.split()[-1]}").warning(
-        "serving plain HTTP: HTTPS needs the 'cryptography' package (pip install 'kai[local]'); "
+        "serving plain HTTP: HTTPS needs the 'cryptography' package "
+        "(pip install 'kai-gitops-scheduler[local]'); "
         "kubectl sends no token over plain HTTP"
     )
     return False

@@ -16,7 +16,7 @@ with each queue's usage from the same accounting code the live scheduler uses; e
 pending again in the next cycle and jobs never finish. The output directory gets
 ``fairshare.csv`` (``Cycle,Queue,Allocation,FairShare,Usage``: GPUs allocated after the cycle,
 the GPU fair share the cycle computed and the normalised usage it used) and, with matplotlib
-installed (``pip install 'kai[plot]'``), ``fairshare.png``.
+installed (``pip install 'kai-gitops-scheduler[plot]'``), ``fairshare.png``.
 """
 
 from __future__ import annotations
@@ -32,9 +32,9 @@ HELP = "time-based fairshare tools: simulate queues over many cycles"
 
 EPILOG = """\
 kai fairshare simulate FILE [-o DIR]: writes DIR/fairshare.csv (Cycle,Queue,Allocation,
-FairShare,Usage) and DIR/fairshare.png (needs matplotlib: pip install 'kai[plot]'). A progress
-bar is drawn on standard error when it is a terminal. Exit status: 0 done, 2 bad usage or an
-invalid file."""
+FairShare,Usage) and DIR/fairshare.png (needs matplotlib:
+pip install 'kai-gitops-scheduler[plot]'). A progress bar is drawn on standard error when it
+is a terminal. Exit status: 0 done, 2 bad usage or an invalid file."""
 
 
 class InputError(ValueError):
@@ -412,7 +412,7 @@ def run(args: argparse.Namespace) -> int:
         except ImportError:
             print(
                 "kai fairshare simulate: no PNG: matplotlib is not installed "
-                "(pip install 'kai[plot]')",
+                "(pip install 'kai-gitops-scheduler[plot]')",
                 file=sys.stderr,
             )
             return 0

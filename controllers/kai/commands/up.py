@@ -77,6 +77,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--no-workloads", action="store_true", help="do not submit the sample workloads"
     )
     parser.add_argument(
+        "--no-webhook",
+        action="store_true",
+        help="do not run the admission webhook (default: `kai webhook` runs in this process, "
+        "registered with the API server: policy documents, Queues and PodGroups are validated, "
+        "fractional-GPU pods get their GPU-sharing environment)",
+    )
+    parser.add_argument(
         "--workload-scale",
         type=int,
         default=0,
@@ -240,12 +247,19 @@ class Up:
             f"applied {queues} queues from {gitops}" if gitops else "no GitOps repository"
         )
         self._create_nodes(kube)
+        webhook = () if args.no_webhook else ("webhook",)
         options = SystemOptions(
             period=args.period,
             usage_source="accounting",  # time-based fairshare from kai's own accounting
             usage_history="kai-scheduler/kai-queue-usage",
+            components=(*SystemOptions().components, *webhook),
         )
         self.system = System(str(kubeconfig), options).start()
+        if self.system.webhook is not None:
+            self.log.info(
+                "admission webhook: kai webhook at %s (failure policy Fail)",
+                self.system.webhook.opts.self_register,
+            )
         if args.metrics_port >= 0:
             self.metrics = MetricsServer(
                 [self.system.metrics.registry], args.metrics_port, host="127.0.0.1"

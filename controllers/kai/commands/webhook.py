@@ -108,7 +108,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         choices=("python", "granian"),
         default="python",
         help="the HTTPS layer: python (ssl and h2) or granian (TLS and HTTP/2 in Rust; needs "
-        "the kai[granian] extra) (default: python)",
+        "the kai-gitops-scheduler[granian] extra) (default: python)",
     )
     parser.add_argument(
         "--kai-queue-rules",
@@ -280,7 +280,8 @@ def _options(args: argparse.Namespace) -> object:
         if importlib.util.find_spec("granian") is None:
             raise SystemExit(
                 "kai webhook: --server-backend granian needs the granian package, which is not "
-                "installed: pip install 'kai[granian]' (or use --server-backend python)"
+                "installed: pip install 'kai-gitops-scheduler[granian]' "
+                "(or use --server-backend python)"
             )
     limits = _limits(args)
     host = args.host or os.environ.get("POD_IP") or "0.0.0.0"

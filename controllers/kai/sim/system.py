@@ -204,6 +204,7 @@ class System:
         self.binder: Binder | None = None
         self.grouper: PodGrouper | None = None
         self.kubelet: Kubelet | None = None
+        self.webhook: Any = None  # kai.webhooks.app.WebhookApp with the "webhook" component
         self.metrics = SchedulerMetrics()
         self.informers: dict[str, Any] = {}
         # share_informers: the client, the scheduler's informers, the pod-grouper's others
@@ -245,7 +246,33 @@ class System:
             self._start_podgrouper(sync_timeout)
         if "nodes" in wanted:
             self._start_nodes(sync_timeout)
+        if "webhook" in wanted:
+            self._start_webhook(sync_timeout)
         return self
+
+    def _start_webhook(self, sync_timeout: float) -> None:
+        """``kai webhook`` in this process, on a free loopback port, registered at its own URL
+        (``--self-register``) so that the API server calls it as a real one calls the
+        webhook's Service: policy documents, Queues and PodGroups are validated, kai's pods
+        get their queue label and fractional-GPU pods their GPU-sharing environment.
+        Stopping removes its configurations."""
+        from kai.webhooks.app import Options, WebhookApp, free_port
+
+        o = self.options
+        port = free_port()
+        app = WebhookApp(
+            self._kube(),
+            Options(
+                port=port,
+                host="127.0.0.1",
+                self_register=f"https://127.0.0.1:{port}",
+                namespace=o.lease_namespace,
+                scheduler_name=o.scheduler_name,
+                workers=8,
+            ),
+        ).start(sync_timeout)
+        self.stoppers.append(app.stop)
+        self.webhook = app
 
     def _start_shared(self, sync_timeout: float, wanted: set[str]) -> None:
         """One client and the scheduler's informers (plus the pod-grouper's Jobs and
