@@ -24,6 +24,7 @@ How a block runs:
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import subprocess
@@ -74,6 +75,9 @@ class Case:
     cwd: str = "root"  # "root" (the repository) or "tmp" (a scratch directory)
     script: bool = False  # sh: the block is one bash script (`set -e`; a heredoc spans lines)
     after: Callable[[dict[str, str]], None] | None = None  # checks what the block did
+    # cluster: the block installs the admission webhook's configurations; the blocks after it
+    # run with `kai webhook` served here in their place (no kubelet runs its Deployment)
+    serves_webhook: bool = False
 
 
 DELETION_TEST = (
@@ -108,6 +112,21 @@ def _explain_setup(env: dict[str, str]) -> None:
     )
     run = _run([env["KUBECTL"], "apply", "-f", "-"], env, ROOT, stdin=pod)
     assert run.returncode == 0, run.stderr
+
+
+def _data_kept(env: dict[str, str]) -> None:
+    """After the documented uninstall: the CRDs, the default queues, the Queues the earlier
+    blocks applied and the PodGroup are all still there."""
+    kubectl = env["KUBECTL"]
+    for argv in (
+        ["get", "crd", "queues.scheduling.run.ai", "podgroups.scheduling.run.ai"],
+        ["get", "queue", "default-queue", "default-parent-queue", "nlp"],
+        ["get", "podgroup", "pg-my-pod", "-n", "team-nlp"],
+    ):
+        run = _run([kubectl, *argv], env, ROOT)
+        assert run.returncode == 0, f"after the uninstall: kubectl {' '.join(argv)}: {run.stderr}"
+    gone = _run([kubectl, "get", "deployment", "-n", "kai-scheduler", "-o", "name"], env, ROOT)
+    assert gone.returncode == 0 and not gone.stdout.strip(), gone.stdout
 
 
 def _node_is_ready(env: dict[str, str]) -> None:
@@ -158,7 +177,8 @@ CASES: dict[str, Case] = {
         "namespace is the kustomize block's here (the chart itself is installed by "
         "install-second-instance, and by tests/install/test_real_install.py)",
     ),
-    "install-kustomize": Case("cluster"),
+    "install-tools": Case("local", script=True, replace={".venv/bin/python": "{python}"}),
+    "install-kustomize": Case("cluster", serves_webhook=True),
     "install-second-instance": Case("cluster"),
     # README.md's cluster commands, on the install above
     "readme-insight": Case(
@@ -179,6 +199,8 @@ CASES: dict[str, Case] = {
     "testing-ready-node": Case("cluster", script=True, after=_node_is_ready),
     # docs/cli.md
     "cli-plan-template": Case("local"),
+    # last on the cluster: the uninstall, which must keep every object and the CRDs
+    "install-kustomize-uninstall": Case("cluster", after=_data_kept),
 }
 
 
@@ -433,10 +455,17 @@ def doc_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RealCluste
 @pytest.mark.integration
 def test_cluster_blocks_run_as_documented(doc_cluster: RealCluster, tmp_path: Path) -> None:
     """The cluster blocks in the docs' order, on one cluster (an install, then what uses it)."""
+    from install.cluster_ops import local_webhook
+
     env = _env(str(doc_cluster.kubeconfig))
     order = {name: i for i, name in enumerate(CASES)}
-    for block in sorted(_ids("cluster"), key=lambda b: order[b.name or ""]):
-        _check(block, env, tmp_path)
+    with contextlib.ExitStack() as stack:
+        for block in sorted(_ids("cluster"), key=lambda b: order[b.name or ""]):
+            _check(block, env, tmp_path)
+            if CASES[block.name or ""].serves_webhook:
+                stack.enter_context(
+                    local_webhook(doc_cluster.kubeconfig, env["KUBECTL"], "kai-scheduler", tmp_path)
+                )
 
 
 @pytest.mark.parametrize("block", _ids("skip"), ids=lambda b: b.name)

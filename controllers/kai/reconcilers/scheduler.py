@@ -509,12 +509,10 @@ class Scheduler:
         futures = []
         # evictions, and the moves: a moved pod is evicted and comes back from its controller
         # on the room the core found (KAI's consolidation); the pipelined job waits for the room
-        for eviction in [*result.evictions, *result.moves]:
-            futures.append(
-                self.pool.submit(
-                    self._evict, built, eviction.task, eviction.action, eviction.reason
-                )
-            )
+        work = [(e.task, e.action, e.reason) for e in result.evictions]
+        work += [(m.task, m.action, m.reason) for m in result.moves]
+        for task, action, reason in work:
+            futures.append(self.pool.submit(self._evict, built, task, action, reason))
         self._write_job_status(built, result)
         for future in futures:
             try:
@@ -834,7 +832,8 @@ class Scheduler:
         in_force = min_runtime_in_force(built.snapshot)
         now_text = rfc3339(built.snapshot.now)
         job_of_task = {t.uid: job.uid for job in built.snapshot.jobs for t in job.tasks}
-        evicted = {job_of_task.get(e.task) for e in [*result.evictions, *result.moves]}
+        evicted = {job_of_task.get(e.task) for e in result.evictions}
+        evicted |= {job_of_task.get(m.task) for m in result.moves}
         facts: CycleFacts | None = None  # for the reasons, computed once (lazily)
         pending: dict[str, int] = {}  # pending PodGroups by the first reason of the taxonomy
         for job in built.snapshot.jobs:

@@ -163,7 +163,7 @@ def test_no_output_format_shows_a_python_repr(
     snap = cluster_snapshot(tmp_path / "snap.json")
     changed = lowered(tmp_path)
     for fmt in ("markdown", "text", "json"):
-        argv = ["plan", str(changed), "--base", str(EXAMPLES), "--snapshot", snap, "-o", fmt]
+        argv = ["plan", str(changed), "--base-dir", str(EXAMPLES), "--snapshot", snap, "-o", fmt]
         assert main(argv) == 0
         out = capsys.readouterr().out
         if fmt == "json":
@@ -173,7 +173,7 @@ def test_no_output_format_shows_a_python_repr(
         else:
             assert "reclaimable" in out
             _no_repr(out)
-    argv = ["plan", str(changed), "--base", str(EXAMPLES), "--snapshot", snap]
+    argv = ["plan", str(changed), "--base-dir", str(EXAMPLES), "--snapshot", snap]
     assert main([*argv, "--template", str(TEMPLATE)]) == 0
     _no_repr(capsys.readouterr().out)
 
@@ -290,10 +290,10 @@ def test_template_that_runs_without_end_is_stopped(
 def test_template_exit_codes(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     bad = tmp_path / "bad.j2"
     bad.write_text("{{ plan.nope }}")
-    assert main(["plan", str(EXAMPLES), "--base", str(EXAMPLES), "--template", str(bad)]) == 2
+    assert main(["plan", str(EXAMPLES), "--base-dir", str(EXAMPLES), "--template", str(bad)]) == 2
     assert f"kai plan: error: {bad}:1: UndefinedError" in capsys.readouterr().err
     missing = tmp_path / "missing.j2"
-    assert main(["plan", str(EXAMPLES), "--base", str(EXAMPLES), "--template", str(missing)]) == 2
+    assert main(["plan", str(EXAMPLES), "--base-dir", str(EXAMPLES), "--template", str(missing)]) == 2
     assert f"--template {missing}: No such file" in capsys.readouterr().err
-    assert main(["plan", str(EXAMPLES), "--base", str(EXAMPLES), "--template", str(TEMPLATE)]) == 0
+    assert main(["plan", str(EXAMPLES), "--base-dir", str(EXAMPLES), "--template", str(TEMPLATE)]) == 0
     assert "No Queue changes" in capsys.readouterr().out
