@@ -442,7 +442,11 @@ def _load_bytes(result: LoadResult, name: str, raw: bytes, limits: FileLimits) -
 # by parsing its file again, only when a problem cites one.
 _NOT_FAST = re.compile(
     r"[^\n\x20-\x7e]|[!&*%|>\\?@`_]|[0-9]{1000}|(?<![A-Za-z0-9])0[xXoObB]"
-    r"|(?:^|[\s\[{,]):\S|:[\[\]{},]|^\.\.\.|<<",
+    r"|(?:^|[\s\[{,]):\S|:[\[\]{},]|^\.\.\.|<<"
+    # plain values YAML 1.1 tools read otherwise (booleans such as yes/on/n, octal 017)
+    r"|(?:^[ \t]*-[ \t]|[:\[{,]|^)[ \t]*(?:[yYnN]|[yY]es|YES|[nN]o|NO|[oO]n|ON|[oO]ff|OFF)"
+    r"[ \t]*(?:[,\]}#]|$)"
+    r"|(?<![\w.])[-+]?0[0-9]",
     re.MULTILINE,
 )
 _MAX_FAST_DEPTH = 100
@@ -555,6 +559,7 @@ def _parse(
                         path=field_path(path),
                     )
                 )
+            _report_ambiguous(result, document, builder.ambiguous)
             result.documents.append(document)
     except _AliasLimit as exc:
         if exc.bytes:
@@ -723,6 +728,9 @@ class _Builder:
         self._depth = 0
         self._seen: set[int] = set()
         self._budget = budget
+        #: plain scalars kubectl and Argo CD read otherwise: (path, line, column, text, their
+        #: reading, ours)
+        self.ambiguous: list[tuple[FieldPath, int, int, str, Any, Any]] = []
 
     def _take(self, node: Any, size: int) -> None:
         budget = self._budget
@@ -742,7 +750,13 @@ class _Builder:
         else:
             self._seen.add(id(node))
         if kind == "scalar":
-            return _scalar(node.tag, node.value, node.style)
+            value = _scalar(node.tag, node.value, node.style)
+            if not node.style and not again:  # plain ('' from libyaml)
+                theirs = yaml11_reading(node.value)
+                if theirs is not _SAME and (theirs != value or type(theirs) is not type(value)):
+                    at = (mark.line + 1, mark.column + 1)
+                    self.ambiguous.append((path, *at, node.value, theirs, value))
+            return value
         self._depth += 1
         try:
             if self._depth > MAX_DEPTH:
@@ -819,6 +833,68 @@ class _Builder:
             value = _scalar(node.tag, node.value, node.style)
             return value if isinstance(value, str) else str(node.value)
         return f"<{type(node).__name__}>"
+
+
+_SAME = object()
+# go-yaml v2's plain-scalar rules where they differ from YAML 1.2's core schema (what kubectl,
+# through sigs.k8s.io/yaml, and Argo CD read a manifest with): YAML 1.1's booleans, octal with a
+# leading 0, binary, and digits grouped with '_'
+_YAML11_BOOLS = {
+    **dict.fromkeys(("y", "Y", "yes", "Yes", "YES", "on", "On", "ON"), True),
+    **dict.fromkeys(("n", "N", "no", "No", "NO", "off", "Off", "OFF"), False),
+}
+_YAML11_INT = re.compile(r"[-+]?(?:0[0-7_]+|0b[01_]+|[0-9][0-9_]*)")
+
+
+def yaml11_reading(text: str) -> Any:
+    """What kubectl reads a plain scalar as, where YAML 1.2 may read it otherwise; ``_SAME`` for
+    every other scalar."""
+    if text in _YAML11_BOOLS:
+        return _YAML11_BOOLS[text]
+    if not _YAML11_INT.fullmatch(text) or "__" in text or text.endswith("_"):
+        return _SAME
+    sign = -1 if text.startswith("-") else 1
+    digits = text.lstrip("+-").replace("_", "")
+    if digits.startswith("0b"):
+        return sign * int(digits[2:], 2)
+    if len(digits) > 1 and digits.startswith("0"):
+        return sign * int(digits, 8)
+    return sign * int(digits) if "_" in text else _SAME
+
+
+def _shown(value: Any) -> str:
+    if isinstance(value, bool):
+        return f"the boolean {str(value).lower()}"
+    if isinstance(value, str):
+        return f"the string {value!r}"
+    return f"the number {value}"
+
+
+def _report_ambiguous(
+    result: LoadResult, document: Document, found: list[tuple[FieldPath, int, int, str, Any, Any]]
+) -> None:
+    """An error per plain value kubectl reads otherwise, in the documents kai validates."""
+    if document.api_version is None or _api_group(document.api_version) not in _OUR_GROUPS:
+        return
+    for path, line, column, written, theirs, ours in found:
+        result.problems.append(
+            Problem.at(
+                Source(document.file, line, column),
+                "yaml",
+                f"the plain value {written} is {_shown(theirs)} to kubectl and Argo CD (YAML "
+                f"1.1) but {_shown(ours)} to YAML 1.2: the cluster would store something else "
+                f'than what is checked here; quote it ("{written}") or write the value you mean',
+                object=document.object_name,
+                path=field_path(path),
+            )
+        )
+
+
+_OUR_GROUPS = ("gitops.kai.scheduler", "scheduling.run.ai", "kai.scheduler")
+
+
+def _api_group(api_version: str) -> str:
+    return api_version.rsplit("/", 1)[0] if "/" in api_version else ""
 
 
 _STR = "tag:yaml.org,2002:str"

@@ -132,7 +132,7 @@ def test_places_of_a_fast_loaded_document_are_the_full_parsers() -> None:
     text = (
         "apiVersion: gitops.kai.scheduler/v1alpha1\nkind: QueueTree\nmetadata: {name: t}\n"
         "spec:\n  queues:\n  - name: a\n    quota: {gpu: 1, cpu: '8'}\n"
-        "    namespaces: [x, y]\n"
+        "    namespaces: [ns-x, ns-y]\n"
     )
     fast = load_text(text).documents[0]
     assert fast.text is not None  # taken by the fast loader: no places yet
@@ -152,7 +152,7 @@ def test_a_valid_tree_looks_at_no_place(monkeypatch: pytest.MonkeyPatch) -> None
     text = (
         "apiVersion: gitops.kai.scheduler/v1alpha1\nkind: QueueTree\nmetadata: {name: t}\n"
         "spec:\n  defaults: {limit: {gpu: 8}}\n  queues:\n  - name: a\n"
-        "    quota: {gpu: 2}\n    children:\n    - {name: b, quota: {gpu: 1}, namespaces: [n]}\n"
+        "    quota: {gpu: 2}\n    children:\n    - {name: b, quota: {gpu: 1}, namespaces: [ns-n]}\n"
     )
     parses = []
     real = loader._parse
