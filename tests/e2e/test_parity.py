@@ -161,7 +161,8 @@ def explain_disagreements(
 
 def run_all(kubeconfig: str, names: list[str]) -> dict[str, str | None]:
     kubelet: list[System] = []
-    system_starter(kubeconfig, kubelet)(components=("nodes",))
+    # one simulated kubelet and one binder (shared GPUs: reservation pods) for every pool
+    system_starter(kubeconfig, kubelet)(components=("nodes", "binder"))
     paths = [SCENARIOS / name for name in names]
     try:
         with ThreadPoolExecutor(PARALLEL) as pool:

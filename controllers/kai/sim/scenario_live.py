@@ -18,10 +18,12 @@ Mapping (docs/design/live.md, "Live = simulated"):
   rank or a younger age in a later second (creationTimestamp has whole seconds; ties go to the
   random uid), so that the live queue and job orders are the file's.
 
+Labels and required and preferred node and pod (anti-)affinity become the pod's; a pending
+fractional or GPU-memory task becomes a pod with KAI's annotations (the binder shares the device).
 What cannot be built live is refused by :func:`unsupported` with the reason, never approximated:
-a scenario whose tasks run on shared GPUs or MIG instances (the devices a running pod holds are
-decided by a binder, not by a pod field), topology, subgroups, affinity, per-task priorities,
-staleness and deletion, which depend on the file's fixed clock.
+a *placed* shared-GPU task (the devices a running pod holds are the binder's choice, not a pod
+field), MIG, topology, subgroups, per-task priorities, statuses other than Running and Pending,
+staleness and deletion (they read the file's fixed clock).
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from kai.api.gpu_request import GPU_FRACTION, GPU_FRACTION_NUM_DEVICES, GPU_MEMORY
 from kai.kube.client import ApiError, Kube
 from kai.kube.resources import (
     NODES,
@@ -72,20 +75,12 @@ def unsupported(scenario: model.Scenario) -> str | None:
 
 def _unsupported_task(task: model.Task) -> str | None:
     request = task.request
-    if request.is_shared or request.mig:
-        return "shared GPU or MIG request"
+    if request.mig:
+        return "MIG request"
+    if request.is_shared and task.status != "Pending":
+        return "a placed shared-GPU task (its devices are the binder's choice, not a pod field)"
     if task.priority is not None:
         return "a task priority"
-    if (
-        task.node_affinity
-        or task.pod_affinity
-        or task.pod_anti_affinity
-        or task.preferred_node_affinity
-        or task.preferred_pod_affinity
-        or task.preferred_pod_anti_affinity
-        or task.labels
-    ):
-        return "affinity or labels"
     if task.status not in ("Running", "Pending"):
         return f"status {task.status}"
     return None
@@ -124,6 +119,13 @@ class LiveScenario:
         }
         if request.whole_gpus:
             resources["limits"] = {"nvidia.com/gpu": str(request.whole_gpus)}
+        annotations = {POD_GROUP_ANNOTATION: job.name}
+        if request.gpu_fraction is not None:
+            annotations[GPU_FRACTION] = repr(request.gpu_fraction)
+        if request.gpu_memory_mib is not None:
+            annotations[GPU_MEMORY] = str(int(request.gpu_memory_mib))
+        if request.is_shared and request.gpu_devices != 1:
+            annotations[GPU_FRACTION_NUM_DEVICES] = str(request.gpu_devices)
         spec: dict[str, Any] = {
             "schedulerName": "kai-scheduler",
             "restartPolicy": "Never",
@@ -133,17 +135,68 @@ class LiveScenario:
         }
         if node is not None:
             spec["nodeName"] = node
+        affinity = _affinity(task)
+        if affinity:
+            spec["affinity"] = affinity
+        labels = {**task.labels, QUEUE_LABEL: self.queue_name(job.queue), **self.pool_labels}
         return {
             "apiVersion": "v1",
             "kind": "Pod",
             "metadata": {
                 "name": task.name,
                 "namespace": self.namespace,
-                "labels": {QUEUE_LABEL: self.queue_name(job.queue), **self.pool_labels},
-                "annotations": {POD_GROUP_ANNOTATION: job.name},
+                "labels": labels,
+                "annotations": annotations,
             },
             "spec": spec,
         }
+
+
+def _node_term(term: model.NodeAffinity) -> dict[str, Any]:
+    return {"matchExpressions": [{"key": term.key, "operator": "In", "values": list(term.values)}]}
+
+
+def _pod_term(term: model.AffinityTerm) -> dict[str, Any]:
+    return {
+        "labelSelector": {"matchLabels": dict(term.match_labels)},
+        "topologyKey": term.topology_key,
+    }
+
+
+def _affinity(task: model.Task) -> dict[str, Any]:
+    """The pod's ``spec.affinity`` for the task's required and preferred terms."""
+    out: dict[str, Any] = {}
+    node: dict[str, Any] = {}
+    if task.node_affinity is not None:
+        node["requiredDuringSchedulingIgnoredDuringExecution"] = {
+            "nodeSelectorTerms": [_node_term(task.node_affinity)]
+        }
+    preferred_nodes = [
+        {"weight": p.weight, "preference": _node_term(p.term)}
+        for p in task.preferred_node_affinity
+        if isinstance(p.term, model.NodeAffinity)
+    ]
+    if preferred_nodes:
+        node["preferredDuringSchedulingIgnoredDuringExecution"] = preferred_nodes
+    if node:
+        out["nodeAffinity"] = node
+    for kind, required, preferred in (
+        ("podAffinity", task.pod_affinity, task.preferred_pod_affinity),
+        ("podAntiAffinity", task.pod_anti_affinity, task.preferred_pod_anti_affinity),
+    ):
+        pods: dict[str, Any] = {}
+        if required is not None:
+            pods["requiredDuringSchedulingIgnoredDuringExecution"] = [_pod_term(required)]
+        weighted = [
+            {"weight": p.weight, "podAffinityTerm": _pod_term(p.term)}
+            for p in preferred
+            if isinstance(p.term, model.AffinityTerm)
+        ]
+        if weighted:
+            pods["preferredDuringSchedulingIgnoredDuringExecution"] = weighted
+        if pods:
+            out[kind] = pods
+    return out
 
 
 def priority_class(value: int) -> str:
@@ -286,8 +339,9 @@ def _node(name: str, node: model.Node, pool: dict[str, str]) -> dict[str, Any]:
     )
     manifest = node_manifest(name, 0, shape)
     labels = manifest["metadata"]["labels"]
+    # exactly the file's labels (a scenario's node has no label it does not list), plus what the
+    # simulated kubelet and the live snapshot read, which no scenario names
     kept = (
-        "kubernetes.io/hostname",
         SIMULATED_LABEL,
         "nvidia.com/gpu.count",
         "nvidia.com/gpu.memory",
