@@ -186,6 +186,7 @@ class PodInfo:
     preferred_pod_affinity: tuple[WeightedPodAffinityTerm, ...] = ()
     preferred_pod_anti_affinity: tuple[WeightedPodAffinityTerm, ...] = ()
     claims: tuple[str, ...] = ()  # names of the PersistentVolumeClaims its volumes use
+    movable: bool = True  # it has a controller that makes it again after an eviction
 
 
 def _pod_requests(spec: Mapping[str, Any], pod: str) -> dict[str, float]:
@@ -450,7 +451,15 @@ def parse_pod(pod: dict[str, Any]) -> PodInfo:
         preferred_pod_affinity=_preferred_pod_terms(spec, "podAffinity"),
         preferred_pod_anti_affinity=_preferred_pod_terms(spec, "podAntiAffinity"),
         claims=pod_claims(spec, name),
+        movable=has_controller(md),
     )
+
+
+def has_controller(md: Mapping[str, Any]) -> bool:
+    """Whether the pod has a controller (an owner reference with ``controller: true``) that
+    makes it again when it is evicted: only such a pod can be moved by consolidation."""
+    refs = md.get("ownerReferences")
+    return any(isinstance(r, dict) and r.get("controller") is True for r in refs or ())
 
 
 def pod_status(
@@ -1134,6 +1143,7 @@ def _task(
         preferred_node_affinity=info.preferred_node_affinity,
         preferred_pod_affinity=info.preferred_pod_affinity,
         preferred_pod_anti_affinity=info.preferred_pod_anti_affinity,
+        movable=info.movable,
     )
 
 

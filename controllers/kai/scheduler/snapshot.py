@@ -196,6 +196,9 @@ class TaskSpec:
     preferred_pod_affinity: tuple[WeightedPodAffinityTerm, ...] = ()
     preferred_pod_anti_affinity: tuple[WeightedPodAffinityTerm, ...] = ()
     volumes: VolumeConstraint | None = None  # None: no PersistentVolumeClaim
+    # the pod comes back when evicted (it has a controller): consolidation moves only such
+    # tasks, since a move is carried out live as an eviction (a bare pod would be gone)
+    movable: bool = True
 
 
 @dataclass

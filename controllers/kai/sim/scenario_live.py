@@ -12,7 +12,8 @@ Mapping (docs/design/live.md, "Live = simulated"):
 - a queue -> a KAI ``scheduling.run.ai/v2`` Queue named ``<prefix>-<name>`` (cpu in millicores,
   memory in MB, as KAI);
 - a job -> a PodGroup (``minMember``, ``queue``, a PriorityClass of the job's priority,
-  ``preemptibility`` as the file says) and one pod per task (``pod-group-name``), Running tasks
+  ``preemptibility`` as the file says) and one pod per task (``pod-group-name``, the PodGroup as
+  its controller: the harness makes an evicted pod again, so it may be moved), Running tasks
   created on their node (``spec.nodeName``) for the simulated kubelet to start;
 - ages: queues in the order of their ``creationRank`` and jobs oldest first, each one of a later
   rank or a younger age in a later second (creationTimestamp has whole seconds; ties go to the
@@ -31,7 +32,7 @@ from __future__ import annotations
 import contextlib
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from kai.api.gpu_request import GPU_FRACTION, GPU_FRACTION_NUM_DEVICES, GPU_MEMORY
@@ -93,6 +94,9 @@ class LiveScenario:
     scenario: model.Scenario
     namespace: str
     prefix: str
+    #: job name -> its PodGroup's uid: the controller of the job's pods (a pod that comes back
+    #: after an eviction is one consolidation may move; the harness plays that controller)
+    owners: dict[str, str] = field(default_factory=dict)
 
     def node_name(self, index: int) -> str:
         return f"{self.prefix}-{index:03d}"
@@ -139,17 +143,24 @@ class LiveScenario:
         if affinity:
             spec["affinity"] = affinity
         labels = {**task.labels, QUEUE_LABEL: self.queue_name(job.queue), **self.pool_labels}
-        return {
-            "apiVersion": "v1",
-            "kind": "Pod",
-            "metadata": {
-                "name": task.name,
-                "namespace": self.namespace,
-                "labels": labels,
-                "annotations": annotations,
-            },
-            "spec": spec,
+        metadata: dict[str, Any] = {
+            "name": task.name,
+            "namespace": self.namespace,
+            "labels": labels,
+            "annotations": annotations,
         }
+        owner = self.owners.get(job.name)
+        if owner:
+            metadata["ownerReferences"] = [
+                {
+                    "apiVersion": "scheduling.run.ai/v2alpha2",
+                    "kind": "PodGroup",
+                    "name": job.name,
+                    "uid": owner,
+                    "controller": True,
+                }
+            ]
+        return {"apiVersion": "v1", "kind": "Pod", "metadata": metadata, "spec": spec}
 
 
 def _node_term(term: model.NodeAffinity) -> dict[str, Any]:
@@ -247,7 +258,8 @@ def build(kube: Kube, scenario: model.Scenario, namespace: str, prefix: str) -> 
         if last_age is not None and job.created_minutes_ago < last_age:
             _next_second()
         last_age = job.created_minutes_ago
-        kube.create(PODGROUPS, _podgroup(job, live))
+        created = kube.create(PODGROUPS, _podgroup(job, live))
+        live.owners[job.name] = str(created["metadata"]["uid"])
         for task in sorted(job.tasks, key=lambda t: t.name):
             on = node_of[task.node] if task.status == "Running" and task.node else None
             kube.create(PODS, live.pod_manifest(job, task, on))

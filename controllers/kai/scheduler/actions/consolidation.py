@@ -1,5 +1,7 @@
 """The consolidation action: make room for a pending *preemptible* job by
-moving running preemptible tasks (of any queue) to other nodes.
+moving running preemptible tasks (of any queue) to other nodes. Only tasks that come back when
+evicted (``TaskSpec.movable``: their pod has a controller) are moved: live, a move is an
+eviction whose pod its controller makes again on the room found for it.
 
 Valid only when every moved task is re-placed (pipelined) elsewhere: nothing is finally
 evicted. At most ``maxConsolidationPreemptees`` jobs move (-1: no cap; 0: the action is off);
@@ -61,7 +63,11 @@ def _attempt(
         units: list[VictimUnit] = []
         for victim in context.preemptible_jobs():
             if victim is not job:
-                units.extend(context.units(victim))
+                # live, a move is an eviction and the pod comes back from its controller: a
+                # task without one (a bare pod) would be gone for good, so it never moves
+                units.extend(
+                    u for u in context.units(victim) if all(t.spec.movable for t in u.tasks)
+                )
         return units
 
     # the same for every job not running anything itself (then it cannot be its own victim)
