@@ -293,7 +293,11 @@ def test_template_exit_codes(tmp_path: Path, capsys: pytest.CaptureFixture[str])
     assert main(["plan", str(EXAMPLES), "--base-dir", str(EXAMPLES), "--template", str(bad)]) == 2
     assert f"kai plan: error: {bad}:1: UndefinedError" in capsys.readouterr().err
     missing = tmp_path / "missing.j2"
-    assert main(["plan", str(EXAMPLES), "--base-dir", str(EXAMPLES), "--template", str(missing)]) == 2
+    assert (
+        main(["plan", str(EXAMPLES), "--base-dir", str(EXAMPLES), "--template", str(missing)]) == 2
+    )
     assert f"--template {missing}: No such file" in capsys.readouterr().err
-    assert main(["plan", str(EXAMPLES), "--base-dir", str(EXAMPLES), "--template", str(TEMPLATE)]) == 0
+    assert (
+        main(["plan", str(EXAMPLES), "--base-dir", str(EXAMPLES), "--template", str(TEMPLATE)]) == 0
+    )
     assert "No Queue changes" in capsys.readouterr().out
