@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import time
 import uuid
 from collections import Counter
 from collections.abc import Iterator
@@ -114,7 +115,14 @@ def run_live(kubeconfig: str, path: Path) -> str | None:
         }
         if differences:
             return f"live and simulated differ: {differences}"
-        disagreements, compared = explain_disagreements(kube, live, config)
+        # the live condition is written by the status writer after the cycle: a message may
+        # be one cycle behind the settled state for a moment (a job placed in the last cycle
+        # changes what the next one says of the others)
+        for _ in range(4):
+            disagreements, compared = explain_disagreements(kube, live, config)
+            if not disagreements:
+                break
+            time.sleep(1.0)
         EXPLAINED[kubeconfig] += compared
         return f"kai explain disagrees: {disagreements}" if disagreements else None
     finally:

@@ -23,7 +23,7 @@ Labels and required and preferred node and pod (anti-)affinity become the pod's;
 fractional or GPU-memory task becomes a pod with KAI's annotations (the binder shares the device).
 What cannot be built live is refused by :func:`unsupported` with the reason, never approximated:
 a *placed* shared-GPU task (the devices a running pod holds are the binder's choice, not a pod
-field), MIG, topology, subgroups, per-task priorities, statuses other than Running and Pending,
+field), MIG, per-task priorities, statuses other than Running and Pending,
 staleness and deletion (they read the file's fixed clock).
 """
 
@@ -44,10 +44,11 @@ from kai.kube.resources import (
     PRIORITY_CLASSES,
     QUEUES,
     SCHEDULING_SHARDS,
+    TOPOLOGIES,
 )
 from kai.kube.writes import create_if_absent
 from kai.reconcilers.shard import NODE_POOL_LABEL
-from kai.reconcilers.snapshot_builder import POD_GROUP_ANNOTATION
+from kai.reconcilers.snapshot_builder import POD_GROUP_ANNOTATION, SUBGROUP_LABEL
 from kai.scenario import model
 from kai.sim.nodes import SIMULATED_LABEL, NodeShape, node_manifest
 from kai.sim.workloads import QUEUE_LABEL, ensure_namespace
@@ -57,14 +58,10 @@ PRIORITY_PREFIX = "kai-scenario-priority-"
 
 def unsupported(scenario: model.Scenario) -> str | None:
     """Why the scenario cannot be built live as it is written, or None."""
-    if scenario.topologies:
-        return "topologies"
     for node in scenario.nodes:
         if node.mig is not None:
             return f"MIG node {node.name}"
     for job in scenario.jobs:
-        if job.subgroups or job.topology is not None:
-            return f"job {job.name}: subgroups or topology"
         if job.stale_for_seconds is not None or job.deleted:
             return f"job {job.name}: staleness or deletion (the file's fixed clock)"
         for task in job.tasks:
@@ -103,6 +100,20 @@ class LiveScenario:
 
     def queue_name(self, name: str) -> str:
         return f"{self.prefix}-{name}"
+
+    def topology_name(self, name: str) -> str:
+        return f"{self.prefix}-{name}"
+
+    def constraint(self, ref: model.TopologyRef | None) -> dict[str, Any] | None:
+        """A PodGroup's (or subgroup's) ``topologyConstraint``."""
+        if ref is None:
+            return None
+        out: dict[str, Any] = {"topology": self.topology_name(ref.topology)}
+        if ref.required_level:
+            out["requiredTopologyLevel"] = ref.required_level
+        if ref.preferred_level:
+            out["preferredTopologyLevel"] = ref.preferred_level
+        return out
 
     @property
     def pool_labels(self) -> dict[str, str]:
@@ -143,6 +154,8 @@ class LiveScenario:
         if affinity:
             spec["affinity"] = affinity
         labels = {**task.labels, QUEUE_LABEL: self.queue_name(job.queue), **self.pool_labels}
+        if task.subgroup is not None:
+            labels[SUBGROUP_LABEL] = task.subgroup
         metadata: dict[str, Any] = {
             "name": task.name,
             "namespace": self.namespace,
@@ -233,6 +246,8 @@ def build(kube: Kube, scenario: model.Scenario, namespace: str, prefix: str) -> 
     )
     for index, node in enumerate(scenario.nodes):
         kube.create(NODES, _node(live.node_name(index), node, live.pool_labels))
+    for topology in scenario.topologies:
+        kube.create(TOPOLOGIES, _topology(topology, live))
     for value in sorted({job.priority for job in scenario.jobs}):
         create_if_absent(
             kube,
@@ -314,6 +329,9 @@ def remove(kube: Kube, live: LiveScenario) -> None:
     for name in live.node_names:
         with contextlib.suppress(ApiError):
             kube.delete(NODES, name)
+    for topology in live.scenario.topologies:
+        with contextlib.suppress(ApiError):
+            kube.delete(TOPOLOGIES, live.topology_name(topology.name))
     with contextlib.suppress(ApiError):
         kube.delete(SCHEDULING_SHARDS, live.prefix)
 
@@ -368,6 +386,22 @@ def _node(name: str, node: model.Node, pool: dict[str, str]) -> dict[str, Any]:
     return manifest
 
 
+def _topology(topology: model.Topology, live: LiveScenario) -> dict[str, Any]:
+    alias_of = {label: alias for alias, label in topology.aliases}
+    levels = []
+    for label in topology.levels:
+        level = {"nodeLabel": label}
+        if label in alias_of:
+            level["alias"] = alias_of[label]
+        levels.append(level)
+    return {
+        "apiVersion": "kai.scheduler/v1alpha1",
+        "kind": "Topology",
+        "metadata": {"name": live.topology_name(topology.name)},
+        "spec": {"levels": levels},
+    }
+
+
 def _queue(queue: model.Queue, live: LiveScenario) -> dict[str, Any]:
     def resource(spec: model.QueueResource, scale: float = 1.0) -> dict[str, float]:
         def value(amount: float) -> float:
@@ -399,11 +433,32 @@ def _queue(queue: model.Queue, live: LiveScenario) -> dict[str, Any]:
 
 def _podgroup(job: model.Job, live: LiveScenario) -> dict[str, Any]:
     spec: dict[str, Any] = {
-        "minMember": job.min_available if job.min_available is not None else 1,
         "queue": live.queue_name(job.queue),
         "priorityClassName": priority_class(job.priority),
         "preemptibility": "preemptible" if job.preemptible else "non-preemptible",
     }
+    if job.min_available is not None:
+        spec["minMember"] = job.min_available
+    if job.min_subgroup is not None:
+        spec["minSubGroup"] = job.min_subgroup
+    constraint = live.constraint(job.topology)
+    if constraint:
+        spec["topologyConstraint"] = constraint
+    subgroups = []
+    for sub in job.subgroups:
+        entry: dict[str, Any] = {"name": sub.name}
+        if sub.parent:
+            entry["parent"] = sub.parent
+        if sub.min_available is not None:
+            entry["minMember"] = sub.min_available
+        if sub.min_subgroup is not None:
+            entry["minSubGroup"] = sub.min_subgroup
+        constraint = live.constraint(sub.topology)
+        if constraint:
+            entry["topologyConstraint"] = constraint
+        subgroups.append(entry)
+    if subgroups:
+        spec["subGroups"] = subgroups
     return {
         "apiVersion": "scheduling.run.ai/v2alpha2",
         "kind": "PodGroup",
