@@ -51,7 +51,9 @@ def kai(*argv: str) -> tuple[subprocess.CompletedProcess[bytes], float, int]:
         "    code = main(sys.argv[1:])\n"
         "finally:\n"
         "    sys.stdout.flush()\n"
-        "    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss\n"
+        # VmHWM, not ru_maxrss: the latter keeps the pytest worker's size from before the exec
+        "    peak = int(next(l for l in open('/proc/self/status') if l.startswith('VmHWM'))"
+        ".split()[1])\n"
         "    sys.stderr.write(f'\\nPEAK-RSS-KB {peak}\\n')\n"
         "sys.exit(code)\n"
     )
