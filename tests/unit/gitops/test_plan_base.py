@@ -8,15 +8,13 @@ memory. The commands run in a child process with capped memory and a timeout."""
 from __future__ import annotations
 
 import json
-import os
-import resource
 import shutil
 import subprocess
-import sys
-import time
 from pathlib import Path
 
 import pytest
+
+from helpers.capped import Capped, run_kai
 
 MEMORY_CAP = 1024 * 2**20
 TIMEOUT_S = 60
@@ -35,45 +33,9 @@ spec:
 """
 
 
-def _cap() -> None:
-    resource.setrlimit(resource.RLIMIT_AS, (MEMORY_CAP, MEMORY_CAP))
-
-
-def kai(*argv: str, cwd: Path) -> tuple[subprocess.CompletedProcess[str], float, int]:
-    """``kai ARGV`` in a capped child: the result, the seconds it took, its peak RSS (bytes)."""
-    code = (
-        "import resource, sys\n"
-        "from kai.cli import main\n"
-        "try:\n"
-        "    code = main(sys.argv[1:])\n"
-        "finally:\n"
-        # VmHWM: this process's own high-water mark (ru_maxrss keeps the pytest worker's size
-        # from before the exec, hundreds of MB in a full suite)
-        "    peak = int(next(l for l in open('/proc/self/status') if l.startswith('VmHWM'))"
-        ".split()[1])\n"
-        "    children = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss\n"
-        "    sys.stderr.write(f'\\nPEAK-RSS-KB {peak} {children}\\n')\n"
-        "sys.exit(code)\n"
-    )
-    started = time.monotonic()
-    done = subprocess.run(
-        [sys.executable, "-c", code, *argv],
-        capture_output=True,
-        text=True,
-        timeout=TIMEOUT_S,
-        preexec_fn=_cap,
-        check=False,
-        cwd=cwd,
-        env={**os.environ, "NO_COLOR": "1"},
-    )
-    elapsed = time.monotonic() - started
-    own, children = (int(kb) * 1024 for kb in done.stderr.rsplit("PEAK-RSS-KB ", 1)[1].split()[:2])
-    PEAKS[id(done)] = (own, children)
-    return done, elapsed, max(own, children)
-
-
-#: per result: (kai's own peak RSS, that of the git processes it ran)
-PEAKS: dict[int, tuple[int, int]] = {}
+def kai(*argv: str, cwd: Path) -> Capped:
+    """``kai ARGV`` in a capped child (:mod:`helpers.capped`)."""
+    return run_kai(*argv, memory_cap=MEMORY_CAP, timeout=TIMEOUT_S, cwd=cwd, text=True)
 
 
 def git(repo: Path, *argv: str) -> None:
@@ -96,8 +58,8 @@ def repo(tmp_path: Path) -> Path:
     return root
 
 
-def _plan(repo: Path, *argv: str) -> tuple[subprocess.CompletedProcess[str], float, int]:
-    return kai("plan", "gitops", "-o", "json", *argv, cwd=repo)
+def _plan(repo: Path, *argv: str) -> subprocess.CompletedProcess[str]:
+    return kai("plan", "gitops", "-o", "json", *argv, cwd=repo).done
 
 
 def _actions(out: str) -> dict[str, str]:
@@ -109,7 +71,7 @@ def test_a_folder_named_like_the_ref_does_not_change_the_plan(repo: Path) -> Non
     (repo / "gitops" / "teams.yaml").write_text(TREE.split("  - name: product")[0])
     (repo / "main").mkdir()
     shutil.copy(repo / "gitops" / "teams.yaml", repo / "main" / "teams.yaml")
-    done, _, _ = _plan(repo, "--base", "main")
+    done = _plan(repo, "--base", "main")
     assert done.returncode == 0, done.stderr
     assert _actions(done.stdout)["product"] == "removed"
 
@@ -119,7 +81,7 @@ def test_a_ref_that_looks_like_an_option_is_refused_and_creates_nothing(
     repo: Path, tmp_path: Path, ref: str
 ) -> None:
     target = tmp_path / "created"
-    done, _, _ = _plan(repo, f"--base={ref.replace('/tmp/kai-plan-x', str(target))}")
+    done = _plan(repo, f"--base={ref.replace('/tmp/kai-plan-x', str(target))}")
     assert done.returncode == 2
     assert "is not a commit of the repository" in done.stderr
     assert not target.exists()
@@ -127,25 +89,25 @@ def test_a_ref_that_looks_like_an_option_is_refused_and_creates_nothing(
 
 
 def test_a_path_is_not_a_ref(repo: Path) -> None:
-    done, _, _ = _plan(repo, "--base", "gitops")
+    done = _plan(repo, "--base", "gitops")
     assert done.returncode == 2
     assert "--base gitops: is not a commit" in done.stderr
 
 
 def test_the_base_is_read_from_the_ref_and_unchanged_is_unchanged(repo: Path) -> None:
-    done, _, _ = _plan(repo, "--base", "main")
+    done = _plan(repo, "--base", "main")
     assert done.returncode == 0, done.stderr
     assert set(_actions(done.stdout).values()) == {"unchanged"}
     git(repo, "tag", "v1")
     (repo / "gitops" / "teams.yaml").write_text(TREE.replace("gpu: 4", "gpu: 2"))
-    done, _, _ = _plan(repo, "--base", "v1~0")
+    done = _plan(repo, "--base", "v1~0")
     assert _actions(done.stdout)["product"] == "changed"
 
 
 def test_a_new_path_has_an_empty_base(repo: Path) -> None:
     (repo / "more").mkdir()
     (repo / "more" / "teams.yaml").write_text(TREE)
-    done, _, _ = kai("plan", "more", "-o", "json", "--base", "main", cwd=repo)
+    done = kai("plan", "more", "-o", "json", "--base", "main", cwd=repo).done
     assert done.returncode == 0, done.stderr
     assert set(_actions(done.stdout).values()) == {"added"}
 
@@ -163,16 +125,17 @@ def test_a_huge_file_in_the_base_is_a_limit_error_quickly_and_in_little_memory(
     git(repo, "add", ".")
     git(repo, "commit", "-q", "-m", "big")
     big.unlink()
-    done, elapsed, peak = _plan(repo, "--base", "main")
+    run = kai("plan", "gitops", "-o", "json", "--base", "main", cwd=repo)
+    done = run.done
     assert done.returncode == 1, done.stderr
     assert "main:gitops/big.yaml" in done.stdout
     assert "more than the 16777216 allowed per file (--max-file-size)" in done.stdout
-    assert elapsed < 10
+    assert run.seconds < 10
     # kai itself never holds the file (read whole, it alone would pass this bound); the git
     # processes it runs are held to the issue's bound
-    own, children = PEAKS[id(done)]
-    assert own < 150 * 2**20, (own, children)
-    assert peak < 500 * 10**6, (own, children)
+    peaks = (run.own_peak, run.children_peak)
+    assert run.own_peak < 150 * 2**20, peaks
+    assert run.peak < 500 * 10**6, peaks
 
 
 def test_the_base_is_held_to_the_total_size(repo: Path) -> None:
@@ -182,7 +145,7 @@ def test_the_base_is_held_to_the_total_size(repo: Path) -> None:
         )
     git(repo, "add", ".")
     git(repo, "commit", "-q", "-m", "more")
-    done, _, _ = _plan(repo, "--base", "main", "--max-total-size", "500")
+    done = _plan(repo, "--base", "main", "--max-total-size", "500")
     assert done.returncode == 1
     assert "(--max-total-size)" in done.stdout
 
@@ -193,14 +156,14 @@ def test_hidden_folders_and_other_suffixes_of_the_base_are_skipped(repo: Path) -
     (repo / "gitops" / "notes.txt").write_text("not: [valid")
     git(repo, "add", ".")
     git(repo, "commit", "-q", "-m", "more")
-    done, _, _ = _plan(repo, "--base", "main")
+    done = _plan(repo, "--base", "main")
     assert done.returncode == 0, done.stdout + done.stderr
 
 
 def test_base_dir_compares_with_a_folder(repo: Path) -> None:
     (repo / "old").mkdir()
     (repo / "old" / "teams.yaml").write_text(TREE.replace("gpu: 4", "gpu: 1"))
-    done, _, _ = _plan(repo, "--base-dir", "old")
+    done = _plan(repo, "--base-dir", "old")
     assert done.returncode == 0, done.stderr
     assert _actions(done.stdout)["product"] == "changed"
 
@@ -210,7 +173,7 @@ def test_a_link_in_the_base_is_refused_never_followed(repo: Path) -> None:
     git(repo, "add", ".")
     git(repo, "commit", "-q", "-m", "link")
     (repo / "gitops" / "secret.yaml").unlink()
-    done, _, _ = _plan(repo, "--base", "main")
+    done = _plan(repo, "--base", "main")
     assert done.returncode == 1
     assert "main:gitops/secret.yaml:1:1: error: [io]" in done.stdout
     assert "symbolic link" in done.stdout and "root:" not in done.stdout

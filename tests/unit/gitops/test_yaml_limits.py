@@ -6,11 +6,7 @@ time and the peak RSS the child reports."""
 
 from __future__ import annotations
 
-import os
-import resource
 import subprocess
-import sys
-import time
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +16,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from ruamel.yaml import YAML
 
+from helpers.capped import run_kai
 from kai.api.untrusted_files import FileLimits
 from kai.cli import main
 from kai.gitops.cluster_plan import plan
@@ -38,37 +35,11 @@ spec:
 """
 
 
-def _cap() -> None:
-    resource.setrlimit(resource.RLIMIT_AS, (MEMORY_CAP, MEMORY_CAP))
-
-
 def kai(*argv: str) -> tuple[subprocess.CompletedProcess[bytes], float, int]:
-    """``kai ARGV`` in a capped child: the result, its seconds and its peak RSS in bytes."""
-    code = (
-        "import resource, sys\n"
-        "from kai.cli import main\n"
-        "try:\n"
-        "    code = main(sys.argv[1:])\n"
-        "finally:\n"
-        "    sys.stdout.flush()\n"
-        # VmHWM, not ru_maxrss: the latter keeps the pytest worker's size from before the exec
-        "    peak = int(next(l for l in open('/proc/self/status') if l.startswith('VmHWM'))"
-        ".split()[1])\n"
-        "    sys.stderr.write(f'\\nPEAK-RSS-KB {peak}\\n')\n"
-        "sys.exit(code)\n"
-    )
-    started = time.monotonic()
-    done = subprocess.run(
-        [sys.executable, "-c", code, *argv],
-        capture_output=True,
-        timeout=TIMEOUT_S,
-        preexec_fn=_cap,
-        check=False,
-        env={**os.environ, "NO_COLOR": "1"},
-    )
-    elapsed = time.monotonic() - started
-    peak = int(done.stderr.rsplit(b"PEAK-RSS-KB ", 1)[1].split()[0]) * 1024
-    return done, elapsed, peak
+    """``kai ARGV`` in a capped child (:mod:`helpers.capped`): the result, its seconds and its
+    peak RSS in bytes."""
+    run = run_kai(*argv, memory_cap=MEMORY_CAP, timeout=TIMEOUT_S)
+    return run.done, run.seconds, run.peak
 
 
 def _deep_tree(levels: int) -> str:
