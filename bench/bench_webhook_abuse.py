@@ -33,6 +33,7 @@ import threading
 import time
 import urllib.request
 import uuid
+from abc import ABC, abstractmethod
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -94,7 +95,7 @@ class Probe:
         return time.monotonic() - started
 
 
-class Attack:
+class Attack(ABC):
     name = ""
 
     def __init__(self, port: int, ca: ssl.SSLContext) -> None:
@@ -120,8 +121,9 @@ class Attack:
             with contextlib.suppress(OSError, ssl.SSLError, ValueError):
                 target()
 
+    @abstractmethod
     def workers(self) -> list[Callable[[], None]]:
-        raise NotImplementedError
+        """The attack's loops, one thread each (restarted when one fails)."""
 
     def end(self) -> None:
         self.stop.set()
