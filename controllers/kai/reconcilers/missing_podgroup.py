@@ -18,7 +18,8 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from typing import Any
 
-POD_GROUP_ANNOTATION = "pod-group-name"
+from kai.reconcilers.snapshot_builder import POD_GROUP_ANNOTATION
+
 REASON = "PodGroupNotFound"
 GRACE_SECONDS = 3.0
 
