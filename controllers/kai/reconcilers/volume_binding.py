@@ -23,8 +23,13 @@ from kai.api.quantity import parse_quantity
 from kai.kube.client import ApiError, Kube
 from kai.kube.resources import NODES, PVCS, PVS, STORAGE_CLASSES
 from kai.kube.writes import patch_if_changed, with_retries
-from kai.reconcilers.snapshot_builder import ObjectError, node_selector_terms, pod_claims
-from kai.reconcilers.volume_claims import NO_PROVISIONER, WAIT_FOR_FIRST_CONSUMER, matches
+from kai.reconcilers.snapshot_builder import ObjectError, pod_claims
+from kai.reconcilers.volume_claims import (
+    NO_PROVISIONER,
+    WAIT_FOR_FIRST_CONSUMER,
+    matches,
+    volume_terms,
+)
 from kai.scheduler.selectors import value_matches
 
 SELECTED_NODE = "volume.kubernetes.io/selected-node"
@@ -112,15 +117,12 @@ def bind_local_volume(kube: Kube, claim: dict[str, Any], class_name: str, node: 
 
 
 def _reaches(volume: dict[str, Any], labels: dict[str, Any]) -> bool:
-    affinity = (volume.get("spec") or {}).get("nodeAffinity")
-    required = affinity.get("required") if isinstance(affinity, dict) else None
-    if not isinstance(required, dict):
-        return True
+    """Whether a node with ``labels`` reaches ``volume`` (an unreadable affinity: no node)."""
     try:
-        terms = node_selector_terms(required, "spec.nodeAffinity.required")
+        terms = volume_terms(volume)
     except ObjectError:
         return False
-    return any(
+    return terms is None or any(
         term.requirements
         and all(value_matches(req, labels.get(req.key)) for req in term.requirements)
         for term in terms

@@ -76,6 +76,21 @@ def matches(volume: Mapping[str, Any], claim: Mapping[str, Any], class_name: str
         return False
 
 
+def volume_terms(volume: Mapping[str, Any]) -> tuple[NodeSelectorTerm, ...] | None:
+    """A PersistentVolume's ``spec.nodeAffinity.required`` terms (None: any node). Raises
+    :class:`ObjectError` naming the volume when they cannot be read."""
+    affinity = _spec(volume).get("nodeAffinity")
+    required = affinity.get("required") if isinstance(affinity, dict) else None
+    if not isinstance(required, dict):
+        return None
+    try:
+        return node_selector_terms(required, "spec.nodeAffinity.required")
+    except ObjectError as exc:
+        raise ObjectError(
+            exc.field, f"PersistentVolume {_md(volume).get('name')}: {exc.message}"
+        ) from None
+
+
 def _md(obj: Mapping[str, Any]) -> Mapping[str, Any]:
     md = obj.get("metadata")
     return md if isinstance(md, dict) else {}
@@ -139,7 +154,7 @@ class VolumeIndex:
                 if volume is None:
                     missing.append(name)
                     continue
-                terms = self._volume_terms(volume)
+                terms = volume_terms(volume)
                 if terms is not None:
                     affinity.append(terms)
                 continue
@@ -177,7 +192,7 @@ class VolumeIndex:
         for volume in self.volumes.values():
             if not matches(volume, claim, class_name):
                 continue
-            found = self._volume_terms(volume)
+            found = volume_terms(volume)
             if found is None:
                 return ANYWHERE
             terms.extend(found)
@@ -192,19 +207,6 @@ class VolumeIndex:
                     return storage_class
             return None
         return self.classes.get(str(name)) if name else None
-
-    @staticmethod
-    def _volume_terms(volume: Mapping[str, Any]) -> tuple[NodeSelectorTerm, ...] | None:
-        affinity = _spec(volume).get("nodeAffinity")
-        required = affinity.get("required") if isinstance(affinity, dict) else None
-        if not isinstance(required, dict):
-            return None
-        try:
-            return node_selector_terms(required, "spec.nodeAffinity.required")
-        except ObjectError as exc:
-            raise ObjectError(
-                exc.field, f"PersistentVolume {_md(volume).get('name')}: {exc.message}"
-            ) from None
 
     @staticmethod
     def _allowed_topologies(storage_class: Mapping[str, Any]) -> tuple[NodeSelectorTerm, ...]:
