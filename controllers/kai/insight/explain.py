@@ -17,7 +17,7 @@ from kai.insight.decisions import pod_name
 from kai.insight.figures import RESOURCES, amount, queue_path, with_unit
 from kai.reconcilers import missing_podgroup
 from kai.reconcilers.cluster_snapshot import ClusterSnapshot
-from kai.reconcilers.snapshot_builder import BuiltSnapshot
+from kai.reconcilers.snapshot_builder import POD_GROUP_ANNOTATION, BuiltSnapshot
 from kai.scheduler.predicates import TAINT, tolerates
 from kai.scheduler.reasons import (
     Classified,
@@ -73,7 +73,7 @@ class MissingPodGroup:
         namespace, _, name = self.podgroup.partition("/")
         return [
             f"create PodGroup {name} in namespace {namespace}, or correct the pod's "
-            f"{missing_podgroup.POD_GROUP_ANNOTATION} annotation"
+            f"{POD_GROUP_ANNOTATION} annotation"
         ]
 
 
